@@ -1,0 +1,408 @@
+// Package plenty is the REST client of the commerce service: login with token
+// reuse and refresh, versioned Accept header, simple and complex order search
+// filters, paginated order search, throttle pacing, retries with backoff and
+// typed errors. It follows the service's documented conventions and the
+// behaviour of real systems described in DESIGN.md.
+package plenty
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Routes as labelled in CallInfo (and so in metrics).
+const (
+	RouteLogin   = "login"
+	RouteRefresh = "login_refresh"
+	RouteSearch  = "orders_search"
+)
+
+// maxBody bounds a response body; an order page of 250 entries is ~100 KiB.
+const maxBody = 64 << 20
+
+// RetryConfig is the backoff of retryable failures (5xx, network errors,
+// bodies that are cut short or not JSON).
+type RetryConfig struct {
+	Initial    time.Duration // first wait; default 500ms
+	Max        time.Duration // cap of one wait; default 30s
+	MaxElapsed time.Duration // give up after this long; default 2m; <0 = never
+}
+
+// CallInfo describes one HTTP exchange with the service, for metrics.
+type CallInfo struct {
+	Route    string
+	Status   int // 0 when no response arrived
+	Duration time.Duration
+	Throttle Throttle
+	Err      error // transport or body error, nil when a response was read
+}
+
+// Config configures a Client. BaseURL, Username and Password are required.
+type Config struct {
+	BaseURL  string // e.g. https://shop.example/ (the /rest prefix is added)
+	Username string
+	Password string
+
+	// APIVersion selects Accept: application/x.<APIVendor>.v<N>+json; 0 sends
+	// application/json and gets the newest version.
+	APIVersion int
+	APIVendor  string // default "service", as in the spec's example
+
+	HTTPClient *http.Client  // default: a client with its own transport
+	Timeout    time.Duration // per request, including reading the body; default 30s
+	UserAgent  string        // default "orderwatch"
+
+	Tokens TokenStore // where the session is kept across restarts; default in memory
+	// RenewBefore: a token this close to its expiry is renewed through
+	// POST /rest/login/refresh where the service accepts it. Default 10m.
+	RenewBefore time.Duration
+	// LoginBackoff: after a session-limit 429 or refused credentials, no
+	// login is tried again for this long. Default 5m.
+	LoginBackoff time.Duration
+
+	Pacer *Pacer // default NewPacer(PacerConfig{})
+	Retry RetryConfig
+
+	Logger     *slog.Logger
+	Now        func() time.Time
+	OnResponse func(CallInfo) // called after every exchange (metrics)
+}
+
+// Client talks to the service. It is safe for concurrent use; logins are
+// serialised so that the client never holds two sessions.
+type Client struct {
+	cfg    Config
+	base   *url.URL
+	accept string
+	http   *http.Client
+	log    *slog.Logger
+	now    func() time.Time
+	pacer  *Pacer
+
+	sessMu         sync.Mutex // held while a token is obtained
+	token          Token
+	tokenLoaded    bool
+	loginBlocked   time.Time // no login before this
+	loginBlockErr  error
+	refreshRefused bool // the service does not renew tokens: re-login on expiry
+
+	clockMu      sync.Mutex
+	serverOffset time.Duration // server clock - local clock, from Date headers
+	haveOffset   bool
+	lastFailure  string // last logged failure, to log changes only
+}
+
+// New checks cfg and returns a client. It makes no call.
+func New(cfg Config) (*Client, error) {
+	if cfg.BaseURL == "" {
+		return nil, errors.New("plenty: base URL is empty")
+	}
+	base, err := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
+	if err != nil || base.Host == "" || (base.Scheme != "http" && base.Scheme != "https") {
+		return nil, fmt.Errorf("plenty: base URL %q: want http(s)://host[/path]", cfg.BaseURL)
+	}
+	base.Path = strings.TrimSuffix(base.Path, "/rest")
+	if cfg.Username == "" || cfg.Password == "" {
+		return nil, errors.New("plenty: username and password are required")
+	}
+	if cfg.APIVersion < 0 {
+		return nil, fmt.Errorf("plenty: API version %d: want 0 (newest) or more", cfg.APIVersion)
+	}
+	if cfg.APIVendor == "" {
+		cfg.APIVendor = "service"
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "orderwatch"
+	}
+	if cfg.Tokens == nil {
+		cfg.Tokens = &MemoryTokenStore{}
+	}
+	if cfg.RenewBefore <= 0 {
+		cfg.RenewBefore = 10 * time.Minute
+	}
+	if cfg.LoginBackoff <= 0 {
+		cfg.LoginBackoff = 5 * time.Minute
+	}
+	if cfg.Retry.Initial <= 0 {
+		cfg.Retry.Initial = 500 * time.Millisecond
+	}
+	if cfg.Retry.Max <= 0 {
+		cfg.Retry.Max = 30 * time.Second
+	}
+	if cfg.Retry.MaxElapsed == 0 {
+		cfg.Retry.MaxElapsed = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Pacer == nil {
+		cfg.Pacer = NewPacer(PacerConfig{Now: cfg.Now})
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 4
+		hc = &http.Client{Transport: tr}
+	}
+	accept := "application/json"
+	if cfg.APIVersion > 0 {
+		accept = fmt.Sprintf("application/x.%s.v%d+json", cfg.APIVendor, cfg.APIVersion)
+	}
+	return &Client{
+		cfg: cfg, base: base, accept: accept, http: hc,
+		log: cfg.Logger, now: cfg.Now, pacer: cfg.Pacer,
+	}, nil
+}
+
+// Pacer returns the client's pacer (its throttle snapshot and wait figures).
+func (c *Client) Pacer() *Pacer { return c.pacer }
+
+// ServerNow estimates the service's clock from the Date headers seen so far;
+// ok is false before the first response. The estimate errs early (Date has
+// whole seconds), which is the safe side for a sweep's upper bound.
+func (c *Client) ServerNow() (t time.Time, ok bool) {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	return c.now().Add(c.serverOffset), c.haveOffset
+}
+
+// SearchOrders fetches one page of order search: GET with simple filters,
+// POST when q.Complex is set. Retryable failures are retried with backoff;
+// the page is decoded (bad entries reported in Page.Bad).
+func (c *Client) SearchOrders(ctx context.Context, q Query) (*Page, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("search orders: %w", err)
+	}
+	method, body := http.MethodGet, []byte(nil)
+	if q.Complex != nil {
+		method = http.MethodPost
+		var err error
+		if body, err = json.Marshal(q.Complex); err != nil {
+			return nil, fmt.Errorf("search orders: encode filter: %w", err)
+		}
+	}
+	var page *Page
+	err := c.call(ctx, request{
+		op: "search orders", route: RouteSearch, method: method,
+		path: "/rest/orders/search", query: q.Values(), body: body, auth: true,
+		decode: func(b []byte) (err error) {
+			page, err = DecodePage(b)
+			return err
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// Pages iterates over the pages of a search from q.Page (default 1) to the
+// last, trusting the envelope's page numbers, never the requested size. It
+// stops after the first error, which it yields.
+func (c *Client) Pages(ctx context.Context, q Query) iter.Seq2[*Page, error] {
+	return func(yield func(*Page, error) bool) {
+		if q.Page <= 0 {
+			q.Page = 1
+		}
+		for {
+			p, err := c.SearchOrders(ctx, q)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(p, nil) {
+				return
+			}
+			if p.IsLastPage || int64(q.Page) >= p.LastPageNumber || len(p.Orders)+len(p.Bad) == 0 {
+				return
+			}
+			q.Page++
+		}
+	}
+}
+
+type request struct {
+	op, route, method, path string
+	query                   url.Values
+	body                    []byte
+	auth                    bool
+	decode                  func([]byte) error // nil: body ignored
+}
+
+// call makes the request with pacing, the session, and retries.
+func (c *Client) call(ctx context.Context, r request) error {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(c.cfg.Retry.Initial),
+		backoff.WithMaxInterval(c.cfg.Retry.Max),
+		backoff.WithMaxElapsedTime(max(c.cfg.Retry.MaxElapsed, 0)),
+	)
+	bo := backoff.WithContext(b, ctx)
+	relogged := false
+	for {
+		if err := c.pacer.Wait(ctx); err != nil {
+			return fmt.Errorf("%s: %w", r.op, err)
+		}
+		var tok Token
+		if r.auth {
+			var err error
+			if tok, err = c.session(ctx); err != nil {
+				return fmt.Errorf("%s: %w", r.op, err)
+			}
+		}
+		status, body, err := c.exchange(ctx, r, tok.AccessToken)
+		if err == nil && status/100 == 2 {
+			if r.decode == nil {
+				return nil
+			}
+			if err = r.decode(body); err == nil {
+				c.noteRecovered(r.op)
+				return nil
+			}
+			// A 200 with a body cut short or not JSON: worth another try.
+		}
+		if err == nil {
+			apiErr := c.apiError(r.op, status, body)
+			if status == http.StatusUnauthorized && r.auth && !relogged {
+				relogged = true
+				c.dropToken(ctx, tok)
+				continue
+			}
+			if !apiErr.Retryable() {
+				return apiErr
+			}
+			err = apiErr
+		}
+		wait := bo.NextBackOff()
+		if wait == backoff.Stop {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", r.op, ctx.Err())
+			}
+			return fmt.Errorf("%s: giving up after %s: %w", r.op, c.cfg.Retry.MaxElapsed, err)
+		}
+		if errors.Is(err, ErrThrottled) {
+			// The pacer holds the next call until Retry-After has passed;
+			// no backoff on top of it.
+			wait = 0
+		}
+		c.noteFailure(r.op, err, max(wait, c.pacer.NotBefore().Sub(c.now())))
+		if err := sleepCtx(ctx, wait); err != nil {
+			return fmt.Errorf("%s: %w", r.op, err)
+		}
+	}
+}
+
+// exchange sends one request and reads the whole body. A transport error or
+// a body cut short is returned as err (retryable).
+func (c *Client) exchange(ctx context.Context, r request, access string) (status int, body []byte, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	u := *c.base
+	u.Path += r.path
+	u.RawQuery = r.query.Encode()
+	var rd io.Reader
+	if r.body != nil {
+		rd = bytes.NewReader(r.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Accept", c.accept)
+	req.Header.Set("User-Agent", c.cfg.UserAgent)
+	if r.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if access != "" {
+		req.Header.Set("Authorization", "Bearer "+access)
+	}
+	start := c.now()
+	info := CallInfo{Route: r.route}
+	defer func() {
+		info.Duration = c.now().Sub(start)
+		info.Err = err
+		if c.cfg.OnResponse != nil {
+			c.cfg.OnResponse(info)
+		}
+	}()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", r.op, err)
+	}
+	defer resp.Body.Close()
+	info.Status = resp.StatusCode
+	info.Throttle = ParseThrottle(resp.Header, c.now())
+	c.observeClock(info.Throttle)
+	c.pacer.Observe(resp.StatusCode, info.Throttle)
+	body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("%s: read body: %w", r.op, err)
+	}
+	if len(body) > maxBody {
+		return resp.StatusCode, nil, fmt.Errorf("%s: body larger than %d bytes", r.op, maxBody)
+	}
+	return resp.StatusCode, body, nil
+}
+
+func (c *Client) observeClock(t Throttle) {
+	if t.ServerTime.IsZero() {
+		return
+	}
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	c.serverOffset = t.ServerTime.Sub(t.Observed)
+	c.haveOffset = true
+}
+
+func (c *Client) apiError(op string, status int, body []byte) *APIError {
+	e := &APIError{Op: op, Status: status}
+	DecodeErrorBody(e, body)
+	if status == http.StatusTooManyRequests {
+		if nb := c.pacer.NotBefore(); nb.After(c.now()) {
+			e.RetryAfter = nb.Sub(c.now()).Round(time.Second)
+		}
+	}
+	return e
+}
+
+// noteFailure logs a retried failure when it differs from the previous one.
+func (c *Client) noteFailure(op string, err error, wait time.Duration) {
+	c.clockMu.Lock()
+	msg := err.Error()
+	changed := msg != c.lastFailure
+	c.lastFailure = msg
+	c.clockMu.Unlock()
+	if changed {
+		c.log.Warn("service call failed, retrying", "op", op, "err", msg, "retry_in", wait.Round(time.Millisecond))
+	} else {
+		c.log.Debug("service call failed again, retrying", "op", op, "retry_in", wait.Round(time.Millisecond))
+	}
+}
+
+func (c *Client) noteRecovered(op string) {
+	c.clockMu.Lock()
+	had := c.lastFailure != ""
+	c.lastFailure = ""
+	c.clockMu.Unlock()
+	if had {
+		c.log.Info("service calls succeed again", "op", op)
+	}
+}
