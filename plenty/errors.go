@@ -102,7 +102,7 @@ func DecodeErrorBody(e *APIError, body []byte) {
 	e.Message = eb.Message
 	e.MaxSessions = eb.MaxSessions
 	switch {
-	case len(eb.Error) == 0:
+	case len(eb.Error) == 0 || string(eb.Error) == "null":
 	case eb.Error[0] == '"':
 		_ = json.Unmarshal(eb.Error, &e.Code)
 	case eb.Error[0] == '{':

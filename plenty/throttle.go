@@ -205,7 +205,7 @@ func (p *Pacer) Observe(status int, t Throttle) {
 	now := p.cfg.Now()
 	p.last = t
 	block := func(d time.Duration) {
-		d = min(d, p.cfg.MaxBlock)
+		d = max(min(d, p.cfg.MaxBlock), time.Second)
 		if until := now.Add(d); until.After(p.notBefore) {
 			p.notBefore = until
 		}
@@ -248,7 +248,7 @@ func (p *Pacer) blockFor429(t Throttle, now time.Time) time.Duration {
 			if base.IsZero() {
 				base = now
 			}
-			if d := per.Reset.Sub(base); d > 0 {
+			if d := per.Reset.Sub(base); d > 0 && d < p.cfg.MaxBlock {
 				return d + time.Second
 			}
 		}

@@ -1,0 +1,351 @@
+package plenty
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestDecimal(t *testing.T) {
+	tests := []struct {
+		in        string
+		canonical string
+		token     string
+	}{
+		{"5", "5", "5"},
+		{"5.1", "5.1", "5_1"},
+		{"5.10", "5.1", "5_1"},
+		{"05.100", "5.1", "5_1"},
+		{"7.01", "7.01", "7_01"},
+		{"11.1", "11.1", "11_1"},
+		{"-0", "0", "0"},
+		{"-2.50", "-2.5", "-2_5"},
+		{"1e1", "10", "10"},
+		{"5.1E0", "5.1", "5_1"},
+		{"9007199254740993", "9007199254740993", "9007199254740993"}, // beyond float64's exact integers
+	}
+	for _, tt := range tests {
+		d, err := ParseDecimal(tt.in)
+		if err != nil {
+			t.Fatalf("ParseDecimal(%q): %v", tt.in, err)
+		}
+		if d.String() != tt.in || d.Canonical() != tt.canonical || d.SubjectToken() != tt.token {
+			t.Errorf("%q: text %q canonical %q token %q, want %q %q", tt.in, d.String(), d.Canonical(), d.SubjectToken(), tt.canonical, tt.token)
+		}
+	}
+	for _, bad := range []string{"", "5.", ".5", "five", "5,1", "1e", "--1", "1e99999", "0x10", " 5"} {
+		if _, err := ParseDecimal(bad); !errors.Is(err, ErrInvalidDecimal) {
+			t.Errorf("ParseDecimal(%q) = %v, want ErrInvalidDecimal", bad, err)
+		}
+	}
+}
+
+func TestDecimalCmp(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"5", "5", 0},
+		{"5.1", "5.10", 0},
+		{"5.1", "5.7", -1},
+		{"5.7", "11.1", -1},
+		{"11.1", "5.7", 1},
+		{"7.01", "7.1", -1},
+		{"-1", "1", -1},
+		{"-2", "-1", -1},
+		{"-0", "0", 0},
+		{"0.0", "-0.0", 0},
+		{"9007199254740993", "9007199254740992", 1},
+		{"1e1", "10", 0},
+	}
+	for _, tt := range tests {
+		if got := MustDecimal(tt.a).Cmp(MustDecimal(tt.b)); got != tt.want {
+			t.Errorf("Cmp(%s, %s) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := MustDecimal(tt.b).Cmp(MustDecimal(tt.a)); got != -tt.want {
+			t.Errorf("Cmp(%s, %s) = %d, want %d", tt.b, tt.a, got, -tt.want)
+		}
+	}
+	if (Decimal{}).Cmp(MustDecimal("0")) != -1 || !(Decimal{}).Equal(Decimal{}) {
+		t.Error("an absent decimal must sort first and equal another absent one")
+	}
+}
+
+func TestDecimalJSON(t *testing.T) {
+	tests := []struct {
+		in, text string
+		err      bool
+	}{
+		{`5`, "5", false},
+		{`5.1`, "5.1", false},
+		{`"5.7"`, "5.7", false},
+		{`" 6.1 "`, "6.1", false},
+		{`null`, "", false},
+		{`""`, "", false},
+		{`"x"`, "", true},
+		{`true`, "", true},
+		{`{"a":1}`, "", true},
+		{`[5]`, "", true},
+	}
+	for _, tt := range tests {
+		var d Decimal
+		err := json.Unmarshal([]byte(tt.in), &d)
+		if (err != nil) != tt.err || d.String() != tt.text {
+			t.Errorf("Unmarshal(%s) = %q, %v; want %q, err=%v", tt.in, d.String(), err, tt.text, tt.err)
+		}
+	}
+	b, _ := json.Marshal(struct{ S, Z Decimal }{MustDecimal("5.10"), Decimal{}})
+	if string(b) != `{"S":5.10,"Z":null}` {
+		t.Errorf("Marshal = %s: the received text must be kept, absent as null", b)
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	tests := []struct {
+		in     string
+		zero   bool
+		offset int // seconds east of UTC
+		unix   int64
+	}{
+		{"2026-11-22T10:02:41+01:00", false, 3600, 1795338161},
+		{"2026-07-01T12:00:00+02:00", false, 7200, 1782900000},
+		{"2026-11-22T09:02:41Z", false, 0, 1795338161},
+		{"-0001-11-30T00:00:00+01:00", true, 0, 0},
+		{"0000-00-00 00:00:00", true, 0, 0},
+		{"", true, 0, 0},
+	}
+	for _, tt := range tests {
+		got, err := ParseTime(tt.in)
+		if err != nil {
+			t.Fatalf("ParseTime(%q): %v", tt.in, err)
+		}
+		if got.IsZero() != tt.zero {
+			t.Errorf("ParseTime(%q).IsZero() = %v", tt.in, got.IsZero())
+			continue
+		}
+		if tt.zero {
+			continue
+		}
+		_, off := got.Zone()
+		if off != tt.offset || got.Unix() != tt.unix {
+			t.Errorf("ParseTime(%q) = %v (offset %d), want unix %d offset %d", tt.in, got, off, tt.unix, tt.offset)
+		}
+		if got.String() != strings.Replace(tt.in, "Z", "Z", 1) {
+			t.Errorf("String() = %q, want the received form %q", got.String(), tt.in)
+		}
+	}
+	for _, bad := range []string{"yesterday", "2026-11-22", "2026-11-22T10:02:41", "22.11.2026 10:02"} {
+		if _, err := ParseTime(bad); err == nil {
+			t.Errorf("ParseTime(%q): want an error", bad)
+		}
+	}
+}
+
+func TestDecodePageFixture(t *testing.T) {
+	p, err := DecodePage(fixture(t, "search-page.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.TotalsCount != 4 || p.Page != 1 || !p.IsLastPage || p.LastPageNumber != 1 || p.ItemsPerPage != 250 || p.FirstOnPage != 1 || p.LastOnPage != 4 {
+		t.Errorf("envelope = %+v", p)
+	}
+	if len(p.Orders) != 4 || len(p.Bad) != 0 {
+		t.Fatalf("orders %d bad %d, want 4 and 0", len(p.Orders), len(p.Bad))
+	}
+	o := p.Orders[1]
+	if o.ID != 2302 || o.StatusID.String() != "5.1" || o.ReferrerID.String() != "4.01" || o.OwnerID != "" ||
+		o.LockStatus != "permanentlyLocked" || o.LocationID != "1" || o.PlentyID != 41523 || o.TypeID != 1 {
+		t.Errorf("entry 2302 = %+v", o)
+	}
+	if p.Orders[2].LocationID != "1" || p.Orders[2].StatusID.String() != "11.1" {
+		t.Errorf("entry 2307: locationId as a number must decode to \"1\", status 11.1; got %+v", p.Orders[2])
+	}
+	if p.Orders[3].StatusID.String() != "7.01" {
+		t.Errorf("7.01 must keep its text, got %q", p.Orders[3].StatusID)
+	}
+	if !p.Orders[0].UpdatedAt.Equal(p.Orders[1].UpdatedAt.Time) {
+		t.Error("two orders share one updatedAt second in the fixture")
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(o.Raw, &raw); err != nil || raw["id"] != float64(2302) {
+		t.Errorf("Raw must hold the entry verbatim: %s", o.Raw)
+	}
+	if !strings.Contains(string(o.Raw), `"statusId":5.1`) {
+		t.Errorf("Raw lost the number's form: %s", o.Raw)
+	}
+}
+
+func TestDecodePageStrings(t *testing.T) {
+	p, err := DecodePage(fixture(t, "search-page-strings.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Page != 2 || p.ItemsPerPage != 2 || len(p.Orders) != 1 {
+		t.Fatalf("envelope %+v", p)
+	}
+	o := p.Orders[0]
+	if o.StatusID.String() != "5.7" || o.ReferrerID.String() != "2.08" || !o.CreatedAt.IsZero() {
+		t.Errorf("entry = %+v: want status 5.7, referrer 2.08, zero createdAt", o)
+	}
+	if _, off := o.UpdatedAt.Zone(); off != 7200 {
+		t.Errorf("updatedAt offset %d, want +02:00 kept", off)
+	}
+}
+
+func TestDecodePageBadEntry(t *testing.T) {
+	p, err := DecodePage(fixture(t, "search-page-bad-entry.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Orders) != 2 || p.Orders[0].ID != 3001 || p.Orders[1].ID != 3003 {
+		t.Fatalf("good entries around the bad one must survive: %+v", p.Orders)
+	}
+	if len(p.Bad) != 1 {
+		t.Fatalf("bad = %v", p.Bad)
+	}
+	b := p.Bad[0]
+	if b.Index != 1 || b.ID != `"not-a-number"` || !strings.Contains(string(b.Raw), "oops") {
+		t.Errorf("bad entry report = %+v", b)
+	}
+	if !strings.Contains(b.Error(), "not-a-number") {
+		t.Errorf("error text must name the id: %s", b.Error())
+	}
+}
+
+func TestDecodePageEmpty(t *testing.T) {
+	p, err := DecodePage(fixture(t, "search-page-empty.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.TotalsCount != 0 || len(p.Orders) != 0 || p.ItemsPerPage != 50 {
+		t.Errorf("empty page = %+v", p)
+	}
+}
+
+func TestDecodePageGarbage(t *testing.T) {
+	good := string(fixture(t, "search-page.json"))
+	for name, body := range map[string]string{
+		"truncated":    good[:len(good)/2],
+		"html":         "<html><body><h1>502 Bad Gateway</h1></body></html>",
+		"empty":        "",
+		"not envelope": `{"data":[]}`,
+		"array":        `[1,2,3]`,
+		"error body":   `{"error":{"message":"short period read limit reached","code":429}}`,
+		"entries obj":  `{"totalsCount":1,"entries":{"id":1}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := DecodePage([]byte(body))
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("DecodePage = %v, want a *DecodeError", err)
+			}
+		})
+	}
+}
+
+func TestDecodeOrderTypes(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		ok   bool
+	}{
+		{"id as string", `{"id":"42","updatedAt":"2026-11-22T10:02:41+01:00"}`, true},
+		{"id as float integer", `{"id":42.0,"updatedAt":"2026-11-22T10:02:41+01:00"}`, true},
+		{"id fraction", `{"id":42.5,"updatedAt":"2026-11-22T10:02:41+01:00"}`, false},
+		{"no id", `{"updatedAt":"2026-11-22T10:02:41+01:00"}`, false},
+		{"no updatedAt", `{"id":42}`, false},
+		{"status object", `{"id":42,"statusId":{},"updatedAt":"2026-11-22T10:02:41+01:00"}`, false},
+		{"status bool", `{"id":42,"statusId":true,"updatedAt":"2026-11-22T10:02:41+01:00"}`, false},
+		{"owner number", `{"id":42,"ownerId":7,"updatedAt":"2026-11-22T10:02:41+01:00"}`, true},
+		{"owner object", `{"id":42,"ownerId":{},"updatedAt":"2026-11-22T10:02:41+01:00"}`, false},
+		{"bad time", `{"id":42,"updatedAt":"now"}`, false},
+		{"unknown fields", `{"id":42,"updatedAt":"2026-11-22T10:02:41+01:00","orderItems":[{"id":1}],"x":null}`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := DecodeOrder([]byte(tt.in))
+			if (err == nil) != tt.ok {
+				t.Fatalf("DecodeOrder = %+v, %v; want ok=%v", o, err, tt.ok)
+			}
+			if tt.ok && o.ID != 42 {
+				t.Errorf("id = %d", o.ID)
+			}
+		})
+	}
+}
+
+func TestDecodeToken(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	for _, f := range []string{"login-snake.json", "login-camel.json", "login-both.json"} {
+		tok, err := DecodeToken(fixture(t, f), now)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if tok.AccessToken != "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.example-access" || tok.RefreshToken != "def50200example-refresh" ||
+			tok.TokenType != "Bearer" || !tok.ExpiresAt.Equal(now.Add(86400*time.Second)) {
+			t.Errorf("%s: %+v", f, tok)
+		}
+	}
+	for _, bad := range []string{`{}`, `{"access_token":"x"}`, `{"access_token":"x","expires_in":0}`, `not json`, `{"accessToken":"x","expiresIn":"86400"}`} {
+		_, err := DecodeToken([]byte(bad), now)
+		if err == nil {
+			t.Errorf("DecodeToken(%s): want an error", bad)
+		}
+		if err != nil && strings.Contains(err.Error(), "x\"") {
+			t.Errorf("the error must not echo the token: %v", err)
+		}
+	}
+}
+
+func TestDecodeErrorBody(t *testing.T) {
+	tests := []struct {
+		file, body  string
+		status      int
+		code, msg   string
+		maxSessions int
+		is          error
+		retryable   bool
+	}{
+		{file: "error-429-throttle.json", status: 429, code: "429", msg: "short period read limit reached", is: ErrThrottled, retryable: true},
+		{file: "error-429-sessions.json", status: 429, code: "too_many_concurrent_sessions", msg: "Too many users. Only 3 users can be logged in simultaneously. Please try again later.", maxSessions: 3, is: ErrSessionLimit},
+		{file: "error-401-login.json", status: 401, code: "invalid_credentials", msg: "The user credentials were incorrect.", is: ErrInvalidCredentials},
+		{file: "error-401-token.json", status: 401, code: "401", msg: "Unauthenticated.", is: ErrUnauthorized},
+		{file: "error-403.json", status: 403, msg: "This action is unauthorized."},
+		{body: "<html><h1>502 Bad Gateway</h1></html>", status: 502, retryable: true},
+		{body: `{"error":42}`, status: 500, code: "42", retryable: true},
+		{body: `{"error":null,"message":"boom"}`, status: 400, msg: "boom"},
+	}
+	for _, tt := range tests {
+		body := []byte(tt.body)
+		if tt.file != "" {
+			body = fixture(t, tt.file)
+		}
+		e := &APIError{Op: "test", Status: tt.status}
+		DecodeErrorBody(e, body)
+		if e.Code != tt.code || e.Message != tt.msg || e.MaxSessions != tt.maxSessions {
+			t.Errorf("%s%s: code %q msg %q max %d", tt.file, tt.body, e.Code, e.Message, e.MaxSessions)
+		}
+		if tt.is != nil && !errors.Is(e, tt.is) {
+			t.Errorf("%s: errors.Is(%v) = false", tt.file, tt.is)
+		}
+		if e.Retryable() != tt.retryable {
+			t.Errorf("%s%s: Retryable = %v", tt.file, tt.body, e.Retryable())
+		}
+		if e.Code == "" && e.Message == "" && e.Body == "" {
+			t.Errorf("%s: an unknown shape must be kept in Body", tt.body)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package plenty
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func addFixtures(f *testing.F, names ...string) {
+	for _, n := range names {
+		f.Add(fixture(f, n))
+	}
+}
+
+func FuzzDecodePage(f *testing.F) {
+	addFixtures(f, "search-page.json", "search-page-strings.json", "search-page-empty.json", "search-page-bad-entry.json")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodePage(body)
+		if err != nil {
+			if p != nil {
+				t.Fatal("a page with an error")
+			}
+			return
+		}
+		for _, o := range p.Orders {
+			if o.ID <= 0 || o.UpdatedAt.IsZero() || len(o.Raw) == 0 {
+				t.Fatalf("decoded an order without id/updatedAt/raw: %+v", o)
+			}
+			// What decoded once decodes the same from its raw text.
+			again, err := DecodeOrder(o.Raw)
+			if err != nil || again.ID != o.ID || !again.StatusID.Equal(o.StatusID) || !again.UpdatedAt.Equal(o.UpdatedAt.Time) {
+				t.Fatalf("raw entry does not decode to the same order: %v", err)
+			}
+			if _, err := json.Marshal(struct {
+				S, R Decimal
+				U    Time
+				L    FlexString
+			}{o.StatusID, o.ReferrerID, o.UpdatedAt, o.LocationID}); err != nil {
+				t.Fatalf("decoded values must re-encode: %v", err)
+			}
+		}
+		for _, b := range p.Bad {
+			_ = b.Error()
+		}
+	})
+}
+
+func FuzzDecodeErrorBody(f *testing.F) {
+	addFixtures(f, "error-401-login.json", "error-401-token.json", "error-403.json", "error-429-sessions.json", "error-429-throttle.json")
+	f.Add([]byte("<html>502</html>"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		e := &APIError{Op: "fuzz", Status: 500}
+		DecodeErrorBody(e, body)
+		if e.Code == "" && e.Message == "" && e.Body == "" && len(strings.TrimSpace(string(body))) > 0 && !json.Valid(body) {
+			t.Fatal("a non-JSON body must be kept in Body")
+		}
+		_ = e.Error()
+	})
+}
+
+func FuzzDecodeToken(f *testing.F) {
+	addFixtures(f, "login-snake.json", "login-camel.json", "login-both.json")
+	now := time.Unix(1795338161, 0)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		tok, err := DecodeToken(body, now)
+		if err != nil {
+			if strings.Contains(err.Error(), "access") && tok.AccessToken != "" {
+				t.Fatal("token returned with an error")
+			}
+			return
+		}
+		if tok.AccessToken == "" || !tok.ExpiresAt.After(now) {
+			t.Fatalf("accepted an unusable token: %+v", tok)
+		}
+	})
+}
+
+func FuzzParseThrottle(f *testing.F) {
+	f.Add("166000", "151433", "29770", "200", "187", "14", "8", "1795338184", "Sun, 22 Nov 2026 09:02:50 GMT")
+	f.Add("", "", "", "x", "-1", "1e9", "soon", "99999999999999", "")
+	f.Fuzz(func(t *testing.T, ll, lc, ld, sl, sc, sd, retry, reset, date string) {
+		h := http.Header{}
+		set := func(k, v string) {
+			if v != "" {
+				h[k] = []string{v}
+			}
+		}
+		set("X-Plenty-Global-Long-Period-Limit", ll)
+		set("X-Plenty-Global-Long-Period-Calls-Left", lc)
+		set("X-Plenty-Global-Long-Period-Decay", ld)
+		set("X-Plenty-Global-Short-Period-Limit", sl)
+		set("X-Plenty-Global-Short-Period-Calls-Left", sc)
+		set("X-Plenty-Global-Short-Period-Decay", sd)
+		set("X-Plenty-Global-Short-Period-Calls-Reset", reset)
+		set("Retry-After", retry)
+		set("Date", date)
+		now := time.Unix(1795338170, 0)
+		th := ParseThrottle(h, now)
+		for _, p := range []Period{th.Long, th.Short} {
+			if p.Limit < 0 || p.CallsLeft < 0 || p.Decay < 0 {
+				t.Fatalf("negative figures: %+v", p)
+			}
+		}
+		if th.RetryAfter < 0 {
+			t.Fatal("negative Retry-After")
+		}
+		// Whatever the headers say, a pacer fed with them waits a bounded time.
+		clk := &fakeClock{now: now}
+		p := NewPacer(PacerConfig{Now: clk.Now, Sleep: clk.Sleep, MaxBlock: time.Hour})
+		p.Observe(http.StatusTooManyRequests, th)
+		if nb := p.NotBefore(); nb.Before(now.Add(time.Second)) || nb.After(now.Add(time.Hour)) {
+			t.Fatalf("after a 429 the pacer must block between 1s and MaxBlock, got until %v", nb.Sub(now))
+		}
+	})
+}
+
+func FuzzFilter(f *testing.F) {
+	f.Add("statusId", "in", "5.1", "6", false)
+	f.Add("updatedAt", "between", "2026-11-22T10:00:00+01:00", "2026-11-22T11:00:00+01:00", false)
+	f.Add("orderProperty_3", "gt", "a", "", true)
+	f.Add("x y", "eq", "a,b", "c", false)
+	f.Fuzz(func(t *testing.T, field, op, v1, v2 string, complex bool) {
+		vals := []Value{Str(v1)}
+		if v2 != "" {
+			vals = append(vals, Str(v2))
+		}
+		fl := F(field, Op(op), vals...)
+		if err := fl.Validate(!complex); err != nil {
+			return
+		}
+		if complex {
+			b, err := json.Marshal(And(fl))
+			if err != nil || !json.Valid(b) {
+				t.Fatalf("valid filter, invalid body: %v", err)
+			}
+			return
+		}
+		q := Query{Filters: []Filter{fl}}
+		if q.Validate() != nil {
+			return
+		}
+		back, err := url.ParseQuery(q.Values().Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := back.Get(field)
+		wantOp, rest, ok := strings.Cut(got, ":")
+		if !ok || Op(wantOp) != fl.Op {
+			t.Fatalf("server would read %q for %s %s", got, op, v1)
+		}
+		parts := strings.Split(rest, ",")
+		if len(vals) == 1 && rest != v1 || len(vals) == 2 && (len(parts) != 2 || parts[0] != v1 || parts[1] != v2) {
+			t.Fatalf("values do not arrive intact: sent %q %q, server reads %q", v1, v2, rest)
+		}
+	})
+}
