@@ -176,6 +176,9 @@ func New(cfg Config) (*Client, error) {
 // Pacer returns the client's pacer (its throttle snapshot and wait figures).
 func (c *Client) Pacer() *Pacer { return c.pacer }
 
+// Throttle returns what the service last said of its limits.
+func (c *Client) Throttle() Throttle { return c.pacer.Last() }
+
 // ServerNow estimates the service's clock from the Date headers seen so far;
 // ok is false before the first response. The estimate errs early (Date has
 // whole seconds), which is the safe side for a sweep's upper bound.

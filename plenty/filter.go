@@ -136,9 +136,12 @@ func Dec(d Decimal) Value { return Value{text: d.Canonical(), kind: KindDecimal,
 // Str is a string value.
 func Str(s string) Value { return Value{text: s, kind: KindString} }
 
-// At is a timestamp value, sent as RFC 3339 with the time's offset, in whole
-// seconds (the service's resolution; the fraction is cut, not rounded).
-func At(t time.Time) Value { return Value{text: t.Format(time.RFC3339), kind: KindTime} }
+// At is a timestamp value, sent as RFC 3339 with the time's numeric offset
+// (UTC as +00:00, never Z), in whole seconds (the service's resolution; the
+// fraction is cut, not rounded).
+func At(t time.Time) Value { return Value{text: t.Format(timeLayoutNumeric), kind: KindTime} }
+
+const timeLayoutNumeric = "2006-01-02T15:04:05-07:00"
 
 // String returns the value's text as sent.
 func (v Value) String() string { return v.text }

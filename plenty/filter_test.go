@@ -117,7 +117,7 @@ func TestGroupJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"conditionType":"and","fields":[{"field":"orderTypeId","operator":"eq","value":1},` +
-		`{"field":"createdAt","operator":"between","value":["2026-01-01T00:00:00Z","2026-02-01T00:00:00Z"]}],` +
+		`{"field":"createdAt","operator":"between","value":["2026-01-01T00:00:00+00:00","2026-02-01T00:00:00+00:00"]}],` +
 		`"groups":[{"conditionType":"or","fields":[{"field":"statusId","operator":"in","value":[5.1,6]},` +
 		`{"field":"orderProperty_4","operator":"null","value":null}],"groups":[]}]}`
 	if string(b) != want {

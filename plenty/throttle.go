@@ -203,7 +203,20 @@ func (p *Pacer) Observe(status int, t Throttle) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Now()
-	p.last = t
+	// For Last: a response that lacks a limit's headers (a 429 names only
+	// the exhausted one) keeps what the last response said of it. The
+	// decisions below use only what this response said.
+	merged := t
+	if !merged.Long.Present {
+		merged.Long = p.last.Long
+	}
+	if !merged.Short.Present {
+		merged.Short = p.last.Short
+	}
+	if !merged.Route.Present {
+		merged.Route = p.last.Route
+	}
+	p.last = merged
 	block := func(d time.Duration) {
 		d = max(min(d, p.cfg.MaxBlock), time.Second)
 		if until := now.Add(d); until.After(p.notBefore) {
@@ -259,7 +272,8 @@ func (p *Pacer) blockFor429(t Throttle, now time.Time) time.Duration {
 	return p.cfg.DefaultBlock
 }
 
-// Last returns the throttle snapshot of the most recent response.
+// Last returns the throttle snapshot: the most recent response's headers,
+// with each limit as last reported.
 func (p *Pacer) Last() Throttle {
 	p.mu.Lock()
 	defer p.mu.Unlock()

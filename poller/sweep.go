@@ -1,0 +1,360 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/orderwatch/orderwatch/diff"
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/state"
+)
+
+// Errors a sweep ends with; the watermark stays where it was verified.
+var (
+	// ErrUnverified: a one-second slice changed during every rescan.
+	ErrUnverified = errors.New("slice could not be verified")
+	// ErrBadEntries: the slice holds entries that could not be decoded
+	// (policy hold).
+	ErrBadEntries = errors.New("undecodable entries hold the watermark")
+)
+
+// Sweep runs one sweep over [watermark - overlap, server now - settle], in
+// verified slices, and returns its figures. On error the figures say how far
+// it got; the watermark stays at the last verified slice.
+func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
+	st = Stats{Start: p.cfg.Now(), Events: map[diff.Type]int{}}
+	defer func() { st.Duration = p.cfg.Now().Sub(st.Start) }()
+
+	now, err := p.serverNow(ctx, &st)
+	if err != nil {
+		return st, err
+	}
+	hi := now.Add(-p.cfg.Settle).Truncate(time.Second)
+	meta, err := p.store.Meta()
+	if err != nil {
+		return st, err
+	}
+	if meta.Baseline.IsZero() {
+		if err := p.store.SetBaseline(hi); err != nil {
+			return st, err
+		}
+		meta.Baseline = hi
+		p.log.Info("first sweep: recording the baseline", "from", p.cfg.StartFrom.Format(time.RFC3339), "to", hi.Format(time.RFC3339),
+			"events", p.cfg.EmitBaseline)
+	}
+	lo := p.cfg.StartFrom.Truncate(time.Second)
+	if !meta.Watermark.IsZero() {
+		lo = meta.Watermark.Add(-p.cfg.Overlap)
+	}
+	st.Lo, st.Hi, st.Watermark = lo, hi, meta.Watermark
+	st.Baseline = lo.Before(meta.Baseline) && !meta.BaselineDone
+	defer func() {
+		st.WatermarkLag = now.Sub(st.Watermark)
+		if st.Watermark.IsZero() {
+			st.WatermarkLag = 0
+		}
+	}()
+	if !hi.After(lo) {
+		return st, nil
+	}
+	sw := &sweep{p: p, st: &st, baseline: meta.Baseline}
+	return st, sw.run(ctx, lo, hi)
+}
+
+// serverNow estimates the service's clock. Before the first response of the
+// process, one small search call learns it from the Date header.
+func (p *Poller) serverNow(ctx context.Context, st *Stats) (time.Time, error) {
+	if t, ok := p.client.ServerNow(); ok {
+		return t, nil
+	}
+	q := plenty.Query{Filters: p.cfg.Scope, Complex: p.cfg.ScopeComplex, ItemsPerPage: 1}
+	st.Calls++
+	if _, err := p.client.SearchOrders(ctx, q); err != nil {
+		return time.Time{}, fmt.Errorf("learn the server clock: %w", err)
+	}
+	t, ok := p.client.ServerNow()
+	if !ok {
+		return time.Time{}, errors.New("learn the server clock: the service sent no Date header")
+	}
+	return t, nil
+}
+
+// sweep is the state of one sweep.
+type sweep struct {
+	p        *Poller
+	st       *Stats
+	baseline time.Time
+}
+
+// run processes [lo, hi] slice by slice, oldest first, so that the
+// watermark moves forward monotonically.
+func (s *sweep) run(ctx context.Context, lo, hi time.Time) error {
+	cur := lo
+	for {
+		end := hi
+		if cur.Before(s.baseline) && s.baseline.Before(end) {
+			end = s.baseline // the baseline's records stay silent, the rest does not
+		}
+		done, err := s.slice(ctx, cur, end)
+		if err != nil {
+			return err
+		}
+		if !done.Before(hi) {
+			return nil
+		}
+		// The next slice starts at the second this one ended in (entries of
+		// that second diff to nothing), or after it when the slice was a
+		// single second.
+		if done.Equal(cur) {
+			cur = done.Add(time.Second)
+		} else {
+			cur = done
+		}
+	}
+}
+
+// slice verifies and commits [lo, hi] or a shorter slice [lo, cut] when the
+// window holds too many orders; it returns the upper bound it verified.
+func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, error) {
+	cfg := s.p.cfg
+	rescans := 0
+	for {
+		first, err := s.fetch(ctx, lo, hi, 1, 0)
+		if err != nil {
+			return lo, err
+		}
+		ipp := max(first.ItemsPerPage, 1)
+		pages := (first.TotalsCount + ipp - 1) / ipp
+		if pages > int64(cfg.SlicePages) && hi.Sub(lo) >= time.Second {
+			// Cut in proportion to what fits, assuming changes spread evenly;
+			// a cut that is still too large is cut again.
+			span := hi.Sub(lo)
+			keep := time.Duration(float64(span) * float64(int64(cfg.SlicePages)*ipp) / float64(first.TotalsCount))
+			hi = lo.Add(max(keep.Truncate(time.Second), 0))
+			if !hi.Before(lo.Add(span)) {
+				hi = lo.Add(span - time.Second)
+			}
+			continue
+		}
+		if pages > int64(cfg.SlicePages) && cfg.Keyset {
+			return hi, s.keyset(ctx, lo, hi, first)
+		}
+		ok, err := s.scan(ctx, lo, hi, first)
+		if err != nil {
+			return lo, err
+		}
+		if ok {
+			return hi, nil
+		}
+		s.st.Rescans++
+		rescans++
+		if rescans < cfg.MaxRescans {
+			continue
+		}
+		if hi.Sub(lo) >= time.Second {
+			hi = lo.Add((hi.Sub(lo) / 2).Truncate(time.Second))
+			rescans = 0
+			continue
+		}
+		if cfg.Keyset {
+			return hi, s.keyset(ctx, lo, hi, nil)
+		}
+		return lo, fmt.Errorf("%w: %s changed during %d scans", ErrUnverified, lo.Format(time.RFC3339), rescans)
+	}
+}
+
+// scan pages through [lo, hi] by offset and verifies it. Every page that
+// passes the checks so far is diffed and committed; the last one commits the
+// watermark too. ok is false when the result set changed during the scan.
+func (s *sweep) scan(ctx context.Context, lo, hi time.Time, first *plenty.Page) (ok bool, err error) {
+	total := first.TotalsCount
+	ipp := max(first.ItemsPerPage, 1)
+	last := max((total+ipp-1)/ipp, 1)
+	var lastID int64
+	var seen int64
+	bad := 0
+	page := first
+	for n := int64(1); ; n++ {
+		if n > 1 {
+			if page, err = s.fetch(ctx, lo, hi, int(n), 0); err != nil {
+				return false, err
+			}
+		}
+		if page.TotalsCount != total || page.ItemsPerPage != first.ItemsPerPage || (page.Page != 0 && page.Page != n) {
+			return false, nil
+		}
+		if lastID, ok = increasing(page.Orders, lastID); !ok {
+			return false, nil
+		}
+		seen += int64(len(page.Orders) + len(page.Bad))
+		bad += s.noteBad(page)
+		final := n >= last
+		if final && seen != total {
+			return false, nil
+		}
+		var mark *time.Time
+		if final && (bad == 0 || s.p.cfg.BadEntries == BadEntrySkip) {
+			mark = &hi
+		}
+		if err := s.commit(ctx, page.Orders, hi, mark); err != nil {
+			return false, err
+		}
+		if final {
+			if mark == nil {
+				return false, fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339))
+			}
+			s.st.Slices++
+			return true, nil
+		}
+	}
+}
+
+// keyset pages through [lo, hi] with orderId=gt:<last id>: inside a window
+// in the past no order can enter, so every order present throughout is
+// returned, and one that left shows its newer state in a later window.
+func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page) error {
+	var lastID int64
+	bad := 0
+	for {
+		if page == nil {
+			var err error
+			if page, err = s.fetch(ctx, lo, hi, 1, lastID); err != nil {
+				return err
+			}
+		}
+		next, ok := increasing(page.Orders, lastID)
+		if !ok {
+			return fmt.Errorf("%w: keyset page not in ascending id order", ErrUnverified)
+		}
+		bad += s.noteBad(page)
+		final := page.IsLastPage || int64(len(page.Orders)+len(page.Bad)) < page.ItemsPerPage || len(page.Orders) == 0
+		var mark *time.Time
+		if final && (bad == 0 || s.p.cfg.BadEntries == BadEntrySkip) {
+			mark = &hi
+		}
+		if err := s.commit(ctx, page.Orders, hi, mark); err != nil {
+			return err
+		}
+		if final {
+			if mark == nil {
+				return fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339))
+			}
+			s.st.Slices++
+			return nil
+		}
+		lastID, page = next, nil
+	}
+}
+
+// increasing checks that ids rise strictly from after; it returns the last id.
+func increasing(orders []plenty.Order, after int64) (int64, bool) {
+	for _, o := range orders {
+		if o.ID <= after {
+			return after, false
+		}
+		after = o.ID
+	}
+	return after, true
+}
+
+func (s *sweep) noteBad(page *plenty.Page) int {
+	for _, b := range page.Bad {
+		s.p.log.Error("undecodable order entry", "policy", string(s.p.cfg.BadEntries), "err", b.Error())
+	}
+	s.st.BadEntries += len(page.Bad)
+	return len(page.Bad)
+}
+
+// fetch reads one page of the window; afterID > 0 adds the keyset filter.
+func (s *sweep) fetch(ctx context.Context, lo, hi time.Time, page int, afterID int64) (*plenty.Page, error) {
+	cfg := s.p.cfg
+	filters := append(make([]plenty.Filter, 0, len(cfg.Scope)+2), cfg.Scope...)
+	filters = append(filters, plenty.Between("updatedAt", plenty.At(lo), plenty.At(hi)))
+	if afterID > 0 {
+		filters = append(filters, plenty.Gt("orderId", plenty.Int(afterID)))
+	}
+	q := plenty.Query{
+		Filters: filters, Complex: cfg.ScopeComplex,
+		SortBy: "orderId", SortOrder: "asc",
+		Page: page, ItemsPerPage: cfg.ItemsPerPage,
+		With: cfg.With, LazyLoaded: cfg.LazyLoaded,
+	}
+	s.st.Calls++
+	p, err := s.p.client.SearchOrders(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("sweep %s..%s page %d: %w", lo.Format(time.RFC3339), hi.Format(time.RFC3339), page, err)
+	}
+	s.st.Pages++
+	s.st.Orders += len(p.Orders) + len(p.Bad)
+	return p, nil
+}
+
+// commit diffs a page against the snapshot and writes the changed states and
+// their events in one transaction, with the watermark when mark is set.
+func (s *sweep) commit(ctx context.Context, orders []plenty.Order, sliceHi time.Time, mark *time.Time) error {
+	cfg := s.p.cfg
+	opt := diff.Options{
+		Baseline:     s.baseline,
+		InBaseline:   !sliceHi.After(s.baseline),
+		EmitBaseline: cfg.EmitBaseline,
+		EmitUpdated:  cfg.EmitUpdated,
+	}
+	ids := make([]int64, len(orders))
+	for i, o := range orders {
+		ids[i] = o.ID
+	}
+	prev := make([]*diff.State, len(orders))
+	if err := s.p.store.Lookup(ids, prev); err != nil {
+		return err
+	}
+	var c state.Commit
+	counts := map[diff.Type]int{}
+	for i, o := range orders {
+		next, store, events := diff.Decide(prev[i], o, opt)
+		if store {
+			c.States = append(c.States, state.Put{ID: o.ID, State: next})
+		}
+		for _, e := range events {
+			counts[e.Type]++
+			c.Events = append(c.Events, state.OutboxEntry{
+				ID: e.ID, Subject: e.Subject(cfg.SubjectPrefix), Payload: diff.Encode(nil, e, cfg.Source),
+			})
+		}
+	}
+	if mark != nil {
+		c.Watermark = mark
+		now := cfg.Now()
+		c.LastSweep = &now
+		c.BaselineDone = !mark.Before(s.baseline)
+	}
+	if len(c.States) == 0 && len(c.Events) == 0 && mark == nil {
+		return nil
+	}
+	waited := false
+	for {
+		err := s.p.store.Commit(c)
+		if !errors.Is(err, state.ErrOutboxFull) {
+			if err != nil {
+				return fmt.Errorf("commit page: %w", err)
+			}
+			break
+		}
+		if !waited {
+			waited = true
+			s.st.OutboxWaits++
+			s.p.log.Warn("outbox full: sweep paused until the publisher drains it", "err", err)
+		}
+		if err := cfg.Sleep(ctx, cfg.OutboxWait); err != nil {
+			return err
+		}
+	}
+	for t, n := range counts {
+		s.st.Events[t] += n
+	}
+	if mark != nil {
+		s.st.Watermark = *mark
+	}
+	return nil
+}
