@@ -1,0 +1,30 @@
+# Developer targets. CI runs .ci/run, which runs the README's test command.
+GO ?= go
+FUZZTIME ?= 60s
+
+.PHONY: all test vet fmt bench fuzz demo sim
+
+all: fmt vet test
+
+test:
+	$(GO) test -race ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# Each fuzz target for FUZZTIME; new interesting inputs land in testdata/fuzz.
+fuzz:
+	@for pkg in ./plenty ./plentysim ./diff ./state; do \
+		for t in $$($(GO) test -list='^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$t"; $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+sim:
+	$(GO) run ./cmd/plentysim

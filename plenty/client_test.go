@@ -1,0 +1,509 @@
+package plenty_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plentysim"
+)
+
+// clock is a shared fake clock for the simulator and the client: sleeping
+// advances it, so throttling and token expiry are tested without waiting.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
+	c.Advance(d)
+	return ctx.Err()
+}
+
+type env struct {
+	sim   *plentysim.Server
+	srv   *httptest.Server
+	clk   *clock
+	store *plenty.MemoryTokenStore
+}
+
+func newEnv(t *testing.T, cfg plentysim.Config) *env {
+	t.Helper()
+	clk := newClock()
+	if cfg.Now == nil {
+		cfg.Now = clk.Now
+	}
+	sim := plentysim.New(cfg)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	return &env{sim: sim, srv: srv, clk: clk, store: &plenty.MemoryTokenStore{}}
+}
+
+// client returns a client on the env's clock; mod adjusts its config.
+func (e *env) client(t *testing.T, mod func(*plenty.Config)) *plenty.Client {
+	t.Helper()
+	cfg := plenty.Config{
+		BaseURL: e.srv.URL, Username: "demo", Password: "demo",
+		Tokens: e.store,
+		Now:    e.clk.Now,
+		Pacer:  plenty.NewPacer(plenty.PacerConfig{Reserve: 1, Now: e.clk.Now, Sleep: e.clk.Sleep}),
+		Retry:  plenty.RetryConfig{Initial: time.Millisecond, Max: 5 * time.Millisecond, MaxElapsed: 2 * time.Second},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := plenty.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func search(t *testing.T, c *plenty.Client, q plenty.Query) *plenty.Page {
+	t.Helper()
+	p, err := c.SearchOrders(context.Background(), q)
+	if err != nil {
+		t.Fatalf("SearchOrders: %v", err)
+	}
+	return p
+}
+
+func TestTokenReused(t *testing.T) {
+	e := newEnv(t, plentysim.Config{})
+	e.sim.Generate(10, e.clk.Now().Add(-time.Hour), e.clk.Now())
+	c := e.client(t, nil)
+	for range 3 {
+		if p := search(t, c, plenty.Query{}); p.TotalsCount != 10 {
+			t.Fatalf("totalsCount %d, want 10", p.TotalsCount)
+		}
+	}
+	// A restarted watcher (new client, same token store) reuses the session.
+	search(t, e.client(t, nil), plenty.Query{})
+	st := e.sim.Stats()
+	if st.LoginCalls != 1 || st.MaxConcurrentSessions != 1 {
+		t.Errorf("logins %d, max sessions %d; want 1 and 1", st.LoginCalls, st.MaxConcurrentSessions)
+	}
+}
+
+func TestLoginStyles(t *testing.T) {
+	for _, style := range []plentysim.LoginStyle{"snake", "camel", "both"} {
+		t.Run(string(style), func(t *testing.T) {
+			e := newEnv(t, plentysim.Config{LoginStyle: style})
+			c := e.client(t, nil)
+			if err := c.Login(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			tok, _ := e.store.LoadToken(context.Background())
+			if tok.AccessToken == "" || tok.RefreshToken == "" || !tok.ExpiresAt.Equal(e.clk.Now().Add(24*time.Hour)) {
+				t.Errorf("token %+v: want access, refresh, expiry in 24h", tok)
+			}
+		})
+	}
+}
+
+func TestReloginAfter401(t *testing.T) {
+	e := newEnv(t, plentysim.Config{})
+	c := e.client(t, nil)
+	search(t, c, plenty.Query{})
+	e.sim.ExpireSessions() // the service forgot the session early
+	search(t, c, plenty.Query{})
+	st := e.sim.Stats()
+	if st.LoginCalls != 2 || st.Unauthorized401 != 1 || st.MaxConcurrentSessions != 1 {
+		t.Errorf("logins %d, 401s %d, max sessions %d; want 2, 1, 1", st.LoginCalls, st.Unauthorized401, st.MaxConcurrentSessions)
+	}
+}
+
+func TestExpiredTokenNoSecondSession(t *testing.T) {
+	e := newEnv(t, plentysim.Config{TokenTTL: time.Hour, DisableRefresh: true})
+	c := e.client(t, nil)
+	search(t, c, plenty.Query{})
+	e.clk.Advance(55 * time.Minute) // inside RenewBefore: refresh is refused (404)
+	search(t, c, plenty.Query{})
+	search(t, c, plenty.Query{})
+	// login, search, refresh (404), search, search
+	if st := e.sim.Stats(); st.LoginCalls != 1 || st.Calls != 5 {
+		t.Fatalf("before expiry: logins %d calls %d; want 1 and 5: the token is kept while alive, a refused refresh not retried", st.LoginCalls, st.Calls)
+	}
+	e.clk.Advance(6 * time.Minute) // expired
+	search(t, c, plenty.Query{})
+	st := e.sim.Stats()
+	if st.LoginCalls != 2 || st.Unauthorized401 != 0 || st.MaxConcurrentSessions != 1 || st.Calls != 7 {
+		t.Errorf("logins %d, 401s %d, max sessions %d, calls %d; want 2, 0, 1, 7", st.LoginCalls, st.Unauthorized401, st.MaxConcurrentSessions, st.Calls)
+	}
+}
+
+func TestRefreshKeepsOneSession(t *testing.T) {
+	e := newEnv(t, plentysim.Config{TokenTTL: time.Hour})
+	c := e.client(t, nil)
+	search(t, c, plenty.Query{})
+	for range 5 {
+		e.clk.Advance(55 * time.Minute)
+		search(t, c, plenty.Query{})
+	}
+	st := e.sim.Stats()
+	if st.LoginCalls != 1 || st.RefreshCalls != 5 || st.MaxConcurrentSessions != 1 || st.Unauthorized401 != 0 {
+		t.Errorf("logins %d refreshes %d max sessions %d 401s %d; want 1, 5, 1, 0", st.LoginCalls, st.RefreshCalls, st.MaxConcurrentSessions, st.Unauthorized401)
+	}
+}
+
+func TestInvalidCredentials(t *testing.T) {
+	e := newEnv(t, plentysim.Config{})
+	c := e.client(t, func(c *plenty.Config) { c.Password = "wrong" })
+	_, err := c.SearchOrders(context.Background(), plenty.Query{})
+	if !errors.Is(err, plenty.ErrInvalidCredentials) {
+		t.Fatalf("err = %v, want ErrInvalidCredentials", err)
+	}
+	if _, err := c.SearchOrders(context.Background(), plenty.Query{}); !errors.Is(err, plenty.ErrInvalidCredentials) {
+		t.Fatalf("second call: err = %v", err)
+	}
+	if n := e.sim.Stats().LoginCalls; n != 1 {
+		t.Errorf("%d login calls: a refused login must not be retried before the backoff", n)
+	}
+	e.clk.Advance(6 * time.Minute)
+	_, _ = c.SearchOrders(context.Background(), plenty.Query{})
+	if n := e.sim.Stats().LoginCalls; n != 2 {
+		t.Errorf("%d login calls after the backoff, want 2", n)
+	}
+}
+
+func TestSessionLimit(t *testing.T) {
+	e := newEnv(t, plentysim.Config{MaxSessions: 3})
+	for range 3 { // three other integrations hold the sessions
+		other := e.client(t, func(c *plenty.Config) { c.Tokens = &plenty.MemoryTokenStore{} })
+		if err := other.Login(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := e.client(t, func(c *plenty.Config) { c.Tokens = &plenty.MemoryTokenStore{} })
+	for range 3 {
+		_, err := c.SearchOrders(context.Background(), plenty.Query{})
+		var apiErr *plenty.APIError
+		if !errors.Is(err, plenty.ErrSessionLimit) || !errors.As(err, &apiErr) || apiErr.MaxSessions != 3 {
+			t.Fatalf("err = %v, want the session limit with max 3", err)
+		}
+	}
+	st := e.sim.Stats()
+	if st.LoginCalls != 4 || st.SessionLimit429 != 1 {
+		t.Errorf("logins %d, session-limit 429s %d: after one refusal the client must wait", st.LoginCalls, st.SessionLimit429)
+	}
+}
+
+func TestAPIVersionHeader(t *testing.T) {
+	e := newEnv(t, plentysim.Config{})
+	search(t, e.client(t, func(c *plenty.Config) { c.APIVersion = 2; c.APIVendor = "plentymarkets" }), plenty.Query{})
+	if got := e.sim.Stats().LastAccept; got != "application/x.plentymarkets.v2+json" {
+		t.Errorf("Accept = %q", got)
+	}
+	search(t, e.client(t, nil), plenty.Query{})
+	if got := e.sim.Stats().LastAccept; got != "application/json" {
+		t.Errorf("Accept without a version = %q", got)
+	}
+}
+
+func TestPaging(t *testing.T) {
+	e := newEnv(t, plentysim.Config{MaxItemsPerPage: 10})
+	e.sim.Generate(23, e.clk.Now().Add(-time.Hour), e.clk.Now())
+	c := e.client(t, nil)
+	var ids []int64
+	var pages []int64
+	for p, err := range c.Pages(context.Background(), plenty.Query{SortBy: "orderId", SortOrder: "asc", ItemsPerPage: 50}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.ItemsPerPage != 10 || p.TotalsCount != 23 || p.LastPageNumber != 3 {
+			t.Fatalf("envelope %+v: the capped size must be reported", p)
+		}
+		pages = append(pages, p.Page)
+		for _, o := range p.Orders {
+			ids = append(ids, o.ID)
+		}
+	}
+	if !slices.Equal(pages, []int64{1, 2, 3}) || len(ids) != 23 || !slices.IsSorted(ids) {
+		t.Errorf("pages %v, %d ids sorted=%v", pages, len(ids), slices.IsSorted(ids))
+	}
+}
+
+func TestDecimalAndStringStatuses(t *testing.T) {
+	for _, style := range []plentysim.StatusStyle{"number", "string", "mixed"} {
+		t.Run(string(style), func(t *testing.T) {
+			e := newEnv(t, plentysim.Config{StatusStyle: style})
+			o := e.sim.AddOrder(plentysim.Order{StatusID: "5.10", ReferrerID: "4.01"})
+			e.sim.AddOrder(plentysim.Order{StatusID: "11.1"})
+			c := e.client(t, nil)
+			p := search(t, c, plenty.Query{Filters: []plenty.Filter{plenty.Eq("statusId", plenty.Dec(plenty.MustDecimal("5.1")))}})
+			if len(p.Orders) != 1 || p.Orders[0].ID != o.ID {
+				t.Fatalf("statusId=5.1 found %v", p.Orders)
+			}
+			got := p.Orders[0]
+			if !got.StatusID.Equal(plenty.MustDecimal("5.1")) || got.ReferrerID.Canonical() != "4.01" {
+				t.Errorf("status %q referrer %q", got.StatusID, got.ReferrerID)
+			}
+		})
+	}
+}
+
+func TestEveryOperator(t *testing.T) {
+	e := newEnv(t, plentysim.Config{})
+	base := e.clk.Now().Add(-10 * time.Hour)
+	add := func(o plentysim.Order, created time.Duration) int64 {
+		o.CreatedAt = base.Add(created)
+		o.UpdatedAt = o.CreatedAt
+		return e.sim.AddOrder(o).ID
+	}
+	a := add(plentysim.Order{TypeID: 1, StatusID: "5", ReferrerID: "1", ItemIDs: []int64{10, 11}, VariationIDs: []int64{100},
+		Properties: map[int]string{3: "express"}, Relations: map[string]int64{"contact_receiver": 7}}, 0)
+	b := add(plentysim.Order{TypeID: 1, StatusID: "5.1", ReferrerID: "4.01", ItemIDs: []int64{12}, VariationIDs: []int64{101},
+		Properties: map[int]string{3: "standard"}, Relations: map[string]int64{"contact_receiver": 8}}, time.Hour)
+	c := add(plentysim.Order{TypeID: 3, StatusID: "11.1", ReferrerID: "1", ItemIDs: []int64{10}}, 2*time.Hour)
+	d := add(plentysim.Order{TypeID: 1, StatusID: "7.01", ReferrerID: "0"}, 3*time.Hour)
+	all := []int64{a, b, c, d}
+	dec := func(s string) plenty.Value { return plenty.Dec(plenty.MustDecimal(s)) }
+	ts := func(h int) plenty.Value { return plenty.At(base.Add(time.Duration(h) * time.Hour)) }
+
+	tests := []struct {
+		name string
+		f    plenty.Filter
+		want []int64
+	}{
+		{"eq int", plenty.Eq("orderTypeId", plenty.Int(1)), []int64{a, b, d}},
+		{"not int", plenty.Not("orderTypeId", plenty.Int(1)), []int64{c}},
+		{"in decimal", plenty.In("statusId", dec("5.10"), dec("11.1")), []int64{b, c}},
+		{"lt decimal", plenty.Lt("statusId", dec("5.1")), []int64{a}},
+		{"lte decimal", plenty.Lte("statusId", dec("5.1")), []int64{a, b}},
+		{"gt decimal", plenty.Gt("statusId", dec("7.01")), []int64{c}},
+		{"gte decimal", plenty.Gte("statusId", dec("7.01")), []int64{c, d}},
+		{"between decimal", plenty.Between("statusId", dec("5.05"), dec("7.01")), []int64{b, d}},
+		{"eq referrer", plenty.Eq("referrerId", dec("4.01")), []int64{b}},
+		{"between time", plenty.Between("createdAt", ts(1), ts(2)), []int64{b, c}},
+		{"gt time", plenty.Gt("updatedAt", ts(2)), []int64{d}},
+		{"lte time", plenty.Lte("updatedAt", ts(0)), []int64{a}},
+		{"eq item", plenty.Eq("itemId", plenty.Int(10)), []int64{a, c}},
+		{"in variation", plenty.In("itemVariationId", plenty.Int(101), plenty.Int(999)), []int64{b}},
+		{"eq property", plenty.Eq("orderProperty_3", plenty.Str("express")), []int64{a}},
+		{"not property", plenty.Not("orderProperty_3", plenty.Str("express")), []int64{b, c, d}},
+		{"relation", plenty.Eq("relationReference_contact_receiver", plenty.Int(8)), []int64{b}},
+		{"gt order id", plenty.Gt("orderId", plenty.Int(b)), []int64{c, d}},
+		{"unknown filter ignored", plenty.Eq("orderTypID", plenty.Int(99)), all},
+	}
+	cl := e.client(t, nil)
+	ids := func(p *plenty.Page) []int64 {
+		var out []int64
+		for _, o := range p.Orders {
+			out = append(out, o.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tt := range tests {
+		t.Run("GET "+tt.name, func(t *testing.T) {
+			got := ids(search(t, cl, plenty.Query{Filters: []plenty.Filter{tt.f}}))
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+		t.Run("POST "+tt.name, func(t *testing.T) {
+			got := ids(search(t, cl, plenty.Query{Complex: plenty.And(tt.f)}))
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	complexOnly := []struct {
+		name string
+		g    *plenty.Group
+		want []int64
+	}{
+		{"nin", plenty.And(plenty.Nin("statusId", dec("5"), dec("5.1"))), []int64{c, d}},
+		{"null property", plenty.And(plenty.Null("orderProperty_3")), []int64{c, d}},
+		{"nn property", plenty.And(plenty.NotNull("orderProperty_3")), []int64{a, b}},
+		{"or", plenty.Or(plenty.Eq("orderTypeId", plenty.Int(3)), plenty.Eq("statusId", dec("5"))), []int64{a, c}},
+		{"nested", plenty.And(plenty.Eq("orderTypeId", plenty.Int(1)),
+			plenty.Or(plenty.Eq("itemId", plenty.Int(12)), plenty.Gt("statusId", dec("7")))), []int64{b, d}},
+	}
+	for _, tt := range complexOnly {
+		t.Run("POST "+tt.name, func(t *testing.T) {
+			got := ids(search(t, cl, plenty.Query{Complex: tt.g}))
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// Simple and complex filters together: both apply.
+	got := ids(search(t, cl, plenty.Query{Filters: []plenty.Filter{plenty.Eq("orderTypeId", plenty.Int(1))}, Complex: plenty.And(plenty.Gte("statusId", dec("5.1")))}))
+	if !slices.Equal(got, []int64{b, d}) {
+		t.Errorf("simple + complex: got %v", got)
+	}
+}
+
+func TestThrottleProactive(t *testing.T) {
+	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{ShortLimit: 10, ShortPeriod: 20 * time.Second, RouteLimit: 8, RoutePeriod: 30 * time.Second}})
+	c := e.client(t, nil)
+	start := e.clk.Now()
+	for range 40 {
+		search(t, c, plenty.Query{})
+	}
+	st := e.sim.Stats()
+	if st.Throttled429 != 0 || st.CallsWhileBlocked != 0 {
+		t.Errorf("429s %d, calls while blocked %d: the pacer must stay within the limits", st.Throttled429, st.CallsWhileBlocked)
+	}
+	// 41 calls at 7 route calls per 30s (one kept in reserve) take at least 5 periods.
+	if took := e.clk.Now().Sub(start); took < 150*time.Second {
+		t.Errorf("40 searches took %v of simulated time; the limits allow no less than 150s", took)
+	}
+	if th := c.Throttle(); !th.Short.Present || th.Short.Limit != 10 || !th.Route.Present || th.Route.Limit != 8 || !th.Long.Present {
+		t.Errorf("throttle snapshot %+v", th)
+	}
+}
+
+func TestThrottleRetryAfter(t *testing.T) {
+	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{ShortLimit: 5, ShortPeriod: 20 * time.Second}})
+	c := e.client(t, nil)
+	search(t, c, plenty.Query{})
+	// Another integration with the same user spends the rest of the period.
+	tok, _ := e.store.LoadToken(context.Background())
+	for range 3 { // login + search used 2 of the 5 calls
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/rest/orders/search", nil)
+		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	before := e.clk.Now()
+	search(t, c, plenty.Query{}) // meets a 429, waits Retry-After, succeeds
+	st := e.sim.Stats()
+	if st.Throttled429 < 1 {
+		t.Fatalf("no 429 was provoked: %+v", st)
+	}
+	if st.CallsWhileBlocked != 0 {
+		t.Errorf("%d calls while a Retry-After was pending", st.CallsWhileBlocked)
+	}
+	if waited := e.clk.Now().Sub(before); waited < 10*time.Second {
+		t.Errorf("waited %v; the period had most of its 20s left", waited)
+	}
+	if c.Pacer().Waited() <= 0 {
+		t.Error("the pacer's wait figure is zero")
+	}
+}
+
+func TestFaults(t *testing.T) {
+	tests := []struct {
+		name   string
+		faults plentysim.Faults
+		check  func(error) bool
+	}{
+		{"500", plentysim.Faults{ServerErrorRate: 1}, func(err error) bool {
+			var e *plenty.APIError
+			return errors.As(err, &e) && e.Status == 500
+		}},
+		{"502 html", plentysim.Faults{HTMLRate: 1}, func(err error) bool {
+			var e *plenty.APIError
+			return errors.As(err, &e) && e.Status == 502 && strings.Contains(e.Body, "Bad Gateway")
+		}},
+		{"truncated", plentysim.Faults{TruncateRate: 1}, func(err error) bool {
+			var e *plenty.DecodeError
+			return errors.As(err, &e)
+		}},
+		{"garbage", plentysim.Faults{GarbageRate: 1}, func(err error) bool {
+			var e *plenty.DecodeError
+			return errors.As(err, &e)
+		}},
+		{"dropped", plentysim.Faults{DropRate: 1}, func(err error) bool {
+			var e *plenty.APIError
+			var d *plenty.DecodeError
+			return err != nil && !errors.As(err, &e) && !errors.As(err, &d)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, plentysim.Config{Faults: tt.faults})
+			e.sim.Generate(50, e.clk.Now().Add(-time.Hour), e.clk.Now())
+			c := e.client(t, func(c *plenty.Config) { c.Retry.MaxElapsed = 50 * time.Millisecond })
+			_, err := c.SearchOrders(context.Background(), plenty.Query{ItemsPerPage: 50})
+			if !tt.check(err) {
+				t.Fatalf("err = %v (%T)", err, err)
+			}
+			if !strings.Contains(err.Error(), "giving up") {
+				t.Errorf("a retryable fault must be retried until the budget is spent: %v", err)
+			}
+			calls := e.sim.Stats().SearchCalls
+			if calls < 2 {
+				t.Errorf("%d search calls: a retryable fault must be retried", calls)
+			}
+			// Half the calls failing: retries get through.
+			f := tt.faults
+			f.ServerErrorRate, f.HTMLRate, f.TruncateRate, f.GarbageRate, f.DropRate = f.ServerErrorRate/2, f.HTMLRate/2, f.TruncateRate/2, f.GarbageRate/2, f.DropRate/2
+			e.sim.SetFaults(f)
+			c = e.client(t, func(c *plenty.Config) { c.Retry.MaxElapsed = 10 * time.Second })
+			for range 5 {
+				if p := search(t, c, plenty.Query{ItemsPerPage: 50}); len(p.Orders) != 50 {
+					t.Fatalf("%d orders", len(p.Orders))
+				}
+			}
+		})
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	e := newEnv(t, plentysim.Config{Faults: plentysim.Faults{Latency: 2 * time.Second}})
+	c := e.client(t, func(c *plenty.Config) { c.Timeout = 20 * time.Millisecond; c.Retry.MaxElapsed = 60 * time.Millisecond })
+	_, err := c.SearchOrders(context.Background(), plenty.Query{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want a deadline error", err)
+	}
+}
+
+func TestPermanentErrors(t *testing.T) {
+	e := newEnv(t, plentysim.Config{})
+	c := e.client(t, nil)
+	_, err := c.SearchOrders(context.Background(), plenty.Query{SortBy: "updatedAt"})
+	var apiErr *plenty.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Message == "" {
+		t.Fatalf("err = %v, want a 400 with the server's message", err)
+	}
+	if n := e.sim.Stats().SearchCalls; n != 1 {
+		t.Errorf("%d calls: a 400 must not be retried", n)
+	}
+	// Validation happens before any call.
+	if _, err := c.SearchOrders(context.Background(), plenty.Query{Filters: []plenty.Filter{plenty.Null("orderProperty_1")}}); err == nil {
+		t.Error("a complex-only operator in a simple filter must be refused")
+	}
+	if n := e.sim.Stats().SearchCalls; n != 1 {
+		t.Errorf("an invalid query reached the service")
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for name, cfg := range map[string]plenty.Config{
+		"no url":      {Username: "u", Password: "p"},
+		"bad scheme":  {BaseURL: "ftp://x", Username: "u", Password: "p"},
+		"no password": {BaseURL: "http://x", Username: "u"},
+		"bad version": {BaseURL: "http://x", Username: "u", Password: "p", APIVersion: -1},
+	} {
+		if _, err := plenty.New(cfg); err == nil {
+			t.Errorf("%s: want an error", name)
+		}
+	}
+}
