@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
@@ -128,14 +129,7 @@ func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, error) 
 		ipp := max(first.ItemsPerPage, 1)
 		pages := (first.TotalsCount + ipp - 1) / ipp
 		if pages > int64(cfg.SlicePages) && hi.Sub(lo) >= time.Second {
-			// Cut in proportion to what fits, assuming changes spread evenly;
-			// a cut that is still too large is cut again.
-			span := hi.Sub(lo)
-			keep := time.Duration(float64(span) * float64(int64(cfg.SlicePages)*ipp) / float64(first.TotalsCount))
-			hi = lo.Add(max(keep.Truncate(time.Second), 0))
-			if !hi.Before(lo.Add(span)) {
-				hi = lo.Add(span - time.Second)
-			}
+			hi = cut(lo, hi, first, int64(cfg.SlicePages)*ipp)
 			continue
 		}
 		if pages > int64(cfg.SlicePages) && cfg.Keyset {
@@ -357,4 +351,35 @@ func (s *sweep) commit(ctx context.Context, orders []plenty.Order, sliceHi time.
 		s.st.Watermark = *mark
 	}
 	return nil
+}
+
+// cut picks the end of a shorter slice [lo, cut] expected to hold about want
+// of the window's orders. The first page is a sample of the window (in id
+// order, so spread over time): the cut lies before the sample's quantile
+// want/total, and before that quantile's second, so a second that holds a
+// bulk change becomes a slice of its own. Without a usable sample it cuts in
+// proportion to time. The result is in [lo, hi-1s].
+func cut(lo, hi time.Time, sample *plenty.Page, want int64) time.Time {
+	var times []time.Time
+	for _, o := range sample.Orders {
+		if t := o.UpdatedAt.Time; !t.Before(lo) && !t.After(hi) {
+			times = append(times, t)
+		}
+	}
+	c := lo.Add(time.Duration(float64(hi.Sub(lo)) * float64(want) / float64(sample.TotalsCount)))
+	if len(times) > 0 {
+		slices.SortFunc(times, time.Time.Compare)
+		k := int(int64(len(times)) * want / sample.TotalsCount)
+		if k < len(times) {
+			c = times[k].Truncate(time.Second).Add(-time.Second)
+		}
+	}
+	c = c.Truncate(time.Second)
+	if c.Before(lo) {
+		c = lo
+	}
+	if last := hi.Add(-time.Second); c.After(last) {
+		c = last
+	}
+	return c
 }

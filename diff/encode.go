@@ -1,0 +1,219 @@
+package diff
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/orderwatch/orderwatch/plenty"
+)
+
+// ContentType is the MIME type of an encoded event (CloudEvents structured mode).
+const ContentType = "application/cloudevents+json"
+
+// Encode appends the event as a CloudEvents 1.0 structured JSON message:
+//
+//	{"specversion":"1.0","id":..,"source":..,"type":..,"subject":"<orderId>",
+//	 "time":"<after.updatedAt, RFC 3339 with its offset>",
+//	 "datacontenttype":"application/json",
+//	 "data":{"orderId":N,"before":<state|null>,"after":<state>,"order":<entry>}}
+//
+// A state renders as State.MarshalJSON does. The entry is written verbatim;
+// invalid UTF-8 in it becomes U+FFFD, and an entry that is not JSON at all
+// (never the case for one decoded by plenty.DecodeOrder) is written as a JSON
+// string, so the result is valid JSON for every input. "time" is left out when
+// after.updatedAt is zero. Encode does not validate source; it is escaped.
+func Encode(dst []byte, e Event, source string) []byte {
+	dst = append(dst, `{"specversion":"1.0","id":`...)
+	dst = appendString(dst, e.ID)
+	dst = append(dst, `,"source":`...)
+	dst = appendString(dst, source)
+	dst = append(dst, `,"type":`...)
+	dst = appendString(dst, string(e.Type))
+	dst = append(dst, `,"subject":"`...)
+	dst = strconv.AppendInt(dst, e.OrderID, 10)
+	dst = append(dst, '"')
+	if !e.After.UpdatedAt.IsZero() {
+		dst = append(dst, `,"time":`...)
+		dst = appendTime(dst, e.After.UpdatedAt)
+	}
+	dst = append(dst, `,"datacontenttype":"application/json","data":{"orderId":`...)
+	dst = strconv.AppendInt(dst, e.OrderID, 10)
+	dst = append(dst, `,"before":`...)
+	if e.Before == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendState(dst, e.Before)
+	}
+	dst = append(dst, `,"after":`...)
+	dst = appendState(dst, &e.After)
+	dst = append(dst, `,"order":`...)
+	dst = appendRaw(dst, e.Order)
+	return append(dst, "}}"...)
+}
+
+// MarshalJSON renders the state as events carry it:
+//
+//	{"statusId":5.1,"lockStatus":"unlocked","typeId":1,"referrerId":4.01,
+//	 "plentyId":41523,"ownerId":"3","locationId":"1",
+//	 "createdAt":"2026-11-20T11:40:17+01:00","updatedAt":"..."}
+//
+// Decimals are JSON numbers in canonical text (never through float64); an
+// absent decimal, an empty lockStatus, ownerId or locationId and a zero time
+// are null.
+func (s State) MarshalJSON() ([]byte, error) {
+	return appendState(make([]byte, 0, 256), &s), nil
+}
+
+func appendState(dst []byte, s *State) []byte {
+	dst = append(dst, `{"statusId":`...)
+	dst = appendDecimal(dst, s.StatusID)
+	dst = append(dst, `,"lockStatus":`...)
+	dst = appendNullableString(dst, s.LockStatus)
+	dst = append(dst, `,"typeId":`...)
+	dst = strconv.AppendInt(dst, s.TypeID, 10)
+	dst = append(dst, `,"referrerId":`...)
+	dst = appendDecimal(dst, s.ReferrerID)
+	dst = append(dst, `,"plentyId":`...)
+	dst = strconv.AppendInt(dst, s.PlentyID, 10)
+	dst = append(dst, `,"ownerId":`...)
+	dst = appendNullableString(dst, string(s.OwnerID))
+	dst = append(dst, `,"locationId":`...)
+	dst = appendNullableString(dst, string(s.LocationID))
+	dst = append(dst, `,"createdAt":`...)
+	dst = appendTime(dst, s.CreatedAt)
+	dst = append(dst, `,"updatedAt":`...)
+	dst = appendTime(dst, s.UpdatedAt)
+	return append(dst, '}')
+}
+
+// appendDecimal writes the canonical text as a JSON number, or null.
+func appendDecimal(dst []byte, d plenty.Decimal) []byte {
+	if d.IsZero() {
+		return append(dst, "null"...)
+	}
+	if s := d.String(); isCanonical(s) {
+		return append(dst, s...) // the common case: no allocation
+	}
+	return append(dst, d.Canonical()...)
+}
+
+// isCanonical reports whether s is already the canonical form of a decimal:
+// optional '-', integer digits without leading zeros, an optional fraction
+// without trailing zeros, no exponent, not "-0".
+func isCanonical(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	start := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	intLen := i - start
+	if intLen == 0 || (intLen > 1 && s[start] == '0') {
+		return false
+	}
+	if i == len(s) {
+		return !(start == 1 && s[1:] == "0") // "-0" is not canonical
+	}
+	if s[i] != '.' {
+		return false
+	}
+	i++
+	f := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i == len(s) && i > f && s[i-1] != '0'
+}
+
+func appendNullableString(dst []byte, s string) []byte {
+	if s == "" {
+		return append(dst, "null"...)
+	}
+	return appendString(dst, s)
+}
+
+// appendTime writes RFC 3339 with the time's own offset, or null. The
+// formatted text is ASCII without quotes or backslashes, so it needs no escaping.
+func appendTime(dst []byte, t plenty.Time) []byte {
+	if t.IsZero() {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '"')
+	dst = t.AppendFormat(dst, time.RFC3339)
+	return append(dst, '"')
+}
+
+// appendRaw writes the entry verbatim when it is valid JSON, see Encode.
+func appendRaw(dst []byte, raw json.RawMessage) []byte {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return append(dst, "null"...)
+	}
+	if !utf8.Valid(raw) {
+		// Each invalid byte becomes U+FFFD, as encoding/json decodes it.
+		raw = bytes.Map(func(r rune) rune { return r }, raw)
+	}
+	if json.Valid(raw) {
+		return append(dst, raw...)
+	}
+	return appendString(dst, string(raw))
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString writes s as a JSON string. It escapes '"', '\\', control
+// characters and U+2028/U+2029 (as encoding/json does) and replaces invalid
+// UTF-8 with U+FFFD, so the output is always valid JSON and valid UTF-8.
+// (strconv.AppendQuote is not JSON: it writes \x.. and \U........ escapes.)
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

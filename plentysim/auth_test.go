@@ -1,0 +1,253 @@
+package plentysim
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestLoginStyles(t *testing.T) {
+	tests := []struct {
+		style   LoginStyle
+		fixture string
+	}{
+		{"", "login-snake.json"},
+		{LoginSnake, "login-snake.json"},
+		{LoginCamel, "login-camel.json"},
+		{LoginBoth, "login-both.json"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.style), func(t *testing.T) {
+			h := newHarness(t, Config{LoginStyle: tt.style})
+			r := h.do(http.MethodPost, PathLogin, "", loginBody("demo", "demo"), "Accept", "application/json")
+			if r.status != http.StatusOK {
+				t.Fatalf("status %d %s", r.status, r.body)
+			}
+			if ct := r.header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+			var got, want map[string]any
+			if err := json.Unmarshal(r.body, &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(fixture(t, tt.fixture), &want); err != nil {
+				t.Fatal(err)
+			}
+			if g, w := slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)); !slices.Equal(g, w) {
+				t.Fatalf("keys %v, fixture has %v", g, w)
+			}
+			for k, w := range want {
+				switch k {
+				case "access_token", "accessToken", "refresh_token", "refreshToken":
+					if s, ok := got[k].(string); !ok || len(s) < 40 {
+						t.Errorf("%s = %v, want a long opaque string", k, got[k])
+					}
+				default: // token type, expiry, session counts: same values as the fixture
+					if got[k] != w {
+						t.Errorf("%s = %v, want %v", k, got[k], w)
+					}
+				}
+			}
+			if tk := decodeTokens(t, r.body); tk.Access == h.login() {
+				t.Error("two logins got the same access token")
+			}
+		})
+	}
+}
+
+func TestLoginRequestForms(t *testing.T) {
+	h := newHarness(t, Config{Username: "api", Password: "s3cret", MaxSessions: 10})
+	tests := []struct {
+		name        string
+		contentType string
+		body        string
+		query       string
+		want        int
+	}{
+		{"json", "application/json", `{"username":"api","password":"s3cret"}`, "", http.StatusOK},
+		{"form", "application/x-www-form-urlencoded", url.Values{"username": {"api"}, "password": {"s3cret"}}.Encode(), "", http.StatusOK},
+		{"query", "", "", "?username=api&password=s3cret", http.StatusOK},
+		{"wrong password", "application/json", `{"username":"api","password":"nope"}`, "", http.StatusUnauthorized},
+		{"wrong user", "application/json", `{"username":"demo","password":"s3cret"}`, "", http.StatusUnauthorized},
+		{"no body", "", "", "", http.StatusUnauthorized},
+		{"not json", "application/json", `{"username":`, "", http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body []byte
+			if tt.body != "" {
+				body = []byte(tt.body)
+			}
+			r := h.do(http.MethodPost, PathLogin+tt.query, "", body, "Content-Type", tt.contentType)
+			if r.status != tt.want {
+				t.Fatalf("status %d %s, want %d", r.status, r.body, tt.want)
+			}
+			if tt.want == http.StatusUnauthorized {
+				if got, want := string(r.body), string(fixture(t, "error-401-login.json")); got != want {
+					t.Errorf("body %s, want %s", got, want)
+				}
+			}
+		})
+	}
+	if st := h.sim.Stats(); st.LoginCalls != len(tests) || st.Unauthorized401 != 4 || st.ActiveSessions != 3 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestSessionLimit(t *testing.T) {
+	h := newHarness(t, Config{TokenTTL: time.Hour})
+	var first []string
+	for range 3 {
+		first = append(first, h.login())
+	}
+	r := h.do(http.MethodPost, PathLogin, "", loginBody("demo", "demo"))
+	if r.status != http.StatusTooManyRequests {
+		t.Fatalf("4th login: %d %s", r.status, r.body)
+	}
+	if got, want := string(r.body), string(fixture(t, "error-429-sessions.json")); got != want {
+		t.Errorf("body %s, want %s", got, want)
+	}
+	// The earlier sessions are untouched by the refused login.
+	for _, tok := range first {
+		h.search(tok, "", nil)
+	}
+	st := h.sim.Stats()
+	if st.SessionLimit429 != 1 || st.ActiveSessions != 3 || st.MaxConcurrentSessions != 3 {
+		t.Errorf("stats %+v", st)
+	}
+
+	t.Run("expired sessions free their slots", func(t *testing.T) {
+		h.clock.Advance(time.Hour)
+		for range 3 {
+			h.login()
+		}
+		if r := h.do(http.MethodGet, PathSearch, first[0], nil); r.status != http.StatusUnauthorized {
+			t.Errorf("expired token: %d", r.status)
+		}
+	})
+	t.Run("ExpireSessions", func(t *testing.T) {
+		// All slots are taken now.
+		if r := h.do(http.MethodPost, PathLogin, "", loginBody("demo", "demo")); r.status != http.StatusTooManyRequests {
+			t.Fatalf("login with full slots: %d", r.status)
+		}
+		h.sim.ExpireSessions()
+		if n := h.sim.Stats().ActiveSessions; n != 0 {
+			t.Errorf("ActiveSessions after ExpireSessions = %d", n)
+		}
+		h.search(h.login(), "", nil)
+	})
+	t.Run("custom maximum", func(t *testing.T) {
+		h := newHarness(t, Config{MaxSessions: 1})
+		h.login()
+		r := h.do(http.MethodPost, PathLogin, "", loginBody("demo", "demo"))
+		want := `{"error":"too_many_concurrent_sessions","max_current_sessions":1,"message":"Too many users. Only 1 users can be logged in simultaneously. Please try again later."}`
+		if r.status != http.StatusTooManyRequests || string(r.body) != want {
+			t.Errorf("%d %s", r.status, r.body)
+		}
+	})
+}
+
+func TestRefresh(t *testing.T) {
+	h := newHarness(t, Config{LoginStyle: LoginBoth, TokenTTL: time.Hour})
+	r := h.do(http.MethodPost, PathLogin, "", loginBody("demo", "demo"))
+	old := decodeTokens(t, r.body)
+	h.clock.Advance(50 * time.Minute)
+
+	tests := []struct {
+		name string
+		body func(refresh string) []byte
+	}{
+		{"snake", func(rt string) []byte { return []byte(`{"refresh_token":"` + rt + `"}`) }},
+		{"camel", func(rt string) []byte { return []byte(`{"refreshToken":"` + rt + `"}`) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.do(http.MethodPost, PathRefresh, "", tt.body(old.Refresh))
+			if r.status != http.StatusOK {
+				t.Fatalf("refresh: %d %s", r.status, r.body)
+			}
+			var both map[string]any
+			_ = json.Unmarshal(r.body, &both)
+			if both["concurrent_sessions"] != 1.0 || both["tokenType"] != "Bearer" || both["token_type"] != "Bearer" {
+				t.Errorf("refresh response %s", r.body)
+			}
+			fresh := decodeTokens(t, r.body)
+			if fresh.Access == old.Access || fresh.Refresh == old.Refresh || fresh.ExpiresIn != 3600 {
+				t.Errorf("refresh gave %+v after %+v", fresh, old)
+			}
+			if r := h.do(http.MethodGet, PathSearch, old.Access, nil); r.status != http.StatusUnauthorized {
+				t.Errorf("old access token after refresh: %d", r.status)
+			}
+			if r := h.do(http.MethodPost, PathRefresh, "", tt.body(old.Refresh)); r.status != http.StatusUnauthorized {
+				t.Errorf("old refresh token reused: %d", r.status)
+			}
+			h.search(fresh.Access, "", nil)
+			if n := h.sim.Stats().ActiveSessions; n != 1 {
+				t.Errorf("ActiveSessions = %d, want 1", n)
+			}
+			old = fresh
+		})
+	}
+
+	t.Run("the refreshed session lives a new TTL", func(t *testing.T) {
+		h.clock.Advance(30 * time.Minute) // 80 minutes after the login
+		h.search(old.Access, "", nil)
+	})
+	t.Run("expired or unknown refresh token", func(t *testing.T) {
+		for _, body := range []string{`{"refresh_token":"def50200unknown"}`, `{}`, ``} {
+			r := h.do(http.MethodPost, PathRefresh, "", []byte(body))
+			if r.status != http.StatusUnauthorized || string(r.body) != string(fixture(t, "error-401-token.json")) {
+				t.Errorf("%q: %d %s", body, r.status, r.body)
+			}
+		}
+		h.clock.Advance(time.Hour)
+		if r := h.do(http.MethodPost, PathRefresh, "", []byte(`{"refresh_token":"`+old.Refresh+`"}`)); r.status != http.StatusUnauthorized {
+			t.Errorf("expired session refreshed: %d %s", r.status, r.body)
+		}
+	})
+	t.Run("DisableRefresh", func(t *testing.T) {
+		h := newHarness(t, Config{DisableRefresh: true})
+		tk := decodeTokens(t, h.do(http.MethodPost, PathLogin, "", loginBody("demo", "demo")).body)
+		if r := h.do(http.MethodPost, PathRefresh, "", []byte(`{"refresh_token":"`+tk.Refresh+`"}`)); r.status != http.StatusNotFound {
+			t.Errorf("refresh: %d %s", r.status, r.body)
+		}
+	})
+	if st := h.sim.Stats(); st.RefreshCalls != 8 {
+		t.Errorf("RefreshCalls = %d, want 8", st.RefreshCalls)
+	}
+}
+
+func TestUnauthorized(t *testing.T) {
+	h := newHarness(t, Config{TokenTTL: time.Minute})
+	tok := h.login()
+	h.clock.Advance(time.Minute)
+	tests := []struct {
+		name, auth string
+	}{
+		{"missing", ""},
+		{"not bearer", "Basic ZGVtbzpkZW1v"},
+		{"unknown", "Bearer not-a-token"},
+		{"expired", "Bearer " + tok},
+	}
+	want := string(fixture(t, "error-401-token.json"))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, method := range []string{http.MethodGet, http.MethodPost} {
+				r := h.do(method, PathSearch+"?statusId=5", "", []byte(`{}`), "Authorization", tt.auth)
+				if r.status != http.StatusUnauthorized || string(r.body) != want {
+					t.Errorf("%s: %d %s", method, r.status, r.body)
+				}
+				if r.header.Get("X-Plenty-Global-Short-Period-Limit") == "" {
+					t.Errorf("%s: no throttle headers on a 401", method)
+				}
+			}
+		})
+	}
+	if st := h.sim.Stats(); st.Unauthorized401 != 2*len(tests) {
+		t.Errorf("Unauthorized401 = %d", st.Unauthorized401)
+	}
+}

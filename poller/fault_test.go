@@ -1,0 +1,216 @@
+package poller_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plentysim"
+	"github.com/orderwatch/orderwatch/poller"
+	"github.com/orderwatch/orderwatch/state"
+)
+
+// corrupting wraps the simulator and breaks the entry of one order id in
+// every search response (a valid page with one unreadable entry).
+type corrupting struct {
+	h  http.Handler
+	id int64
+	on bool
+}
+
+func (c *corrupting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !c.on {
+		c.h.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	c.h.ServeHTTP(rec, r)
+	body := bytes.Replace(rec.Body.Bytes(), fmt.Appendf(nil, `"id":%d,`, c.id), fmt.Appendf(nil, `"id":"broken-%d",`, c.id), 1)
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.Header().Del("Content-Length")
+	w.WriteHeader(rec.Code)
+	w.Write(body)
+}
+
+func TestBadEntryHoldsTheWatermark(t *testing.T) {
+	for _, policy := range []poller.BadEntryPolicy{poller.BadEntryHold, poller.BadEntrySkip} {
+		t.Run(string(policy), func(t *testing.T) {
+			e := newEnv(t, plentysim.Config{}, poller.Config{BadEntries: policy})
+			e.sim.Generate(50, t0.Add(-time.Hour), t0.Add(-time.Minute))
+			e.sweep()
+			victim := e.sim.Orders()[10]
+			bad := &corrupting{h: e.sim, id: victim.ID}
+			srv := httptest.NewServer(bad)
+			defer srv.Close()
+			p, err := poller.New(e.newClient(srv.URL), e.store, e.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.clk.Advance(time.Minute)
+			other := e.sim.Orders()[20]
+			e.sim.SetStatus(victim.ID, "9")
+			e.sim.SetStatus(other.ID, "9")
+			e.clk.Advance(10 * time.Second)
+			bad.on = true
+			before, _ := e.store.Meta()
+			st, err := p.Sweep(context.Background())
+			after, _ := e.store.Meta()
+			if st.BadEntries != 1 {
+				t.Errorf("BadEntries = %d, want 1", st.BadEntries)
+			}
+			if policy == poller.BadEntryHold {
+				if !errors.Is(err, poller.ErrBadEntries) || !after.Watermark.Equal(before.Watermark) {
+					t.Fatalf("hold: err %v, watermark %v -> %v; want ErrBadEntries and no advance", err, before.Watermark, after.Watermark)
+				}
+			} else if err != nil || !after.Watermark.After(before.Watermark) {
+				t.Fatalf("skip: err %v, watermark %v -> %v", err, before.Watermark, after.Watermark)
+			}
+			if n := len(e.events()); n != 1 {
+				t.Errorf("%d events; the readable change on the same page must still be committed", n)
+			}
+			// The service sends the entry readable again: with hold, the change is not lost.
+			if policy == poller.BadEntrySkip {
+				// Once the change is older than the overlap, nothing re-reads it.
+				e.clk.Advance(2 * e.cfg.Overlap)
+				if _, err := p.Sweep(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bad.on = false
+			e.clk.Advance(5 * time.Second)
+			if _, err := p.Sweep(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			want := 2
+			if policy == poller.BadEntrySkip {
+				want = 1 // the documented cost of skip: the change went unseen
+			}
+			if n := len(e.events()); n != want {
+				t.Errorf("%d events after recovery, want %d", n, want)
+			}
+		})
+	}
+}
+
+func TestOutboxFullPausesTheSweep(t *testing.T) {
+	clk := &clock{t: t0}
+	sim := plentysim.New(plentysim.Config{Now: clk.Now, Seed: 3})
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	store, err := state.Open(t.TempDir()+"/state.db", state.Options{NoSync: true, OutboxMax: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	client, _ := plenty.New(plenty.Config{BaseURL: srv.URL, Username: "demo", Password: "demo", Now: clk.Now,
+		Pacer: plenty.NewPacer(plenty.PacerConfig{Now: clk.Now, Sleep: clk.Sleep})})
+	var published []string
+	waits := 0
+	// The "publisher": every pause of the sweep drains the outbox.
+	drain := func(ctx context.Context, d time.Duration) error {
+		waits++
+		entries, err := store.Outbox(0, 100)
+		if err != nil {
+			return err
+		}
+		for _, en := range entries {
+			published = append(published, en.ID)
+			if err := store.DeleteOutbox(en.Seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	p, err := poller.New(client, store, poller.Config{StartFrom: t0.Add(-time.Hour), EmitBaseline: true, ItemsPerPage: 5, Now: clk.Now, Sleep: drain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.Generate(100, t0.Add(-50*time.Minute), t0.Add(-time.Minute))
+	st, err := p.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	published = append(published, outboxIDs(t, store)...)
+	if st.OutboxWaits == 0 || waits == 0 {
+		t.Error("the sweep never paused on a full outbox")
+	}
+	if len(published) != 100 || st.EventCount() != 100 {
+		t.Errorf("%d events published, %d counted; want 100: nothing may be dropped", len(published), st.EventCount())
+	}
+}
+
+func outboxIDs(t *testing.T, s *state.Store) []string {
+	entries, err := s.Outbox(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.ID
+	}
+	return ids
+}
+
+func TestBulkChangeInOneSecond(t *testing.T) {
+	for _, keyset := range []bool{false, true} {
+		t.Run(fmt.Sprint("keyset=", keyset), func(t *testing.T) {
+			e := newEnv(t, plentysim.Config{MaxItemsPerPage: 50}, poller.Config{ItemsPerPage: 50, SlicePages: 2, Keyset: keyset})
+			e.sim.Generate(700, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
+			e.sweep()
+			e.clk.Advance(time.Minute)
+			changed := 0
+			for _, o := range e.sim.Orders()[:600] { // a bulk status change: 600 orders, one second
+				if !plenty.MustDecimal(o.StatusID).Equal(plenty.MustDecimal("8")) {
+					changed++
+				}
+				e.sim.SetStatus(o.ID, "8")
+			}
+			e.clk.Advance(10 * time.Second)
+			st := e.sweep()
+			if n := len(e.events()); n != changed {
+				t.Errorf("%d events, want %d", n, changed)
+			}
+			// 600 orders in one second at 50 a page: 12 pages, plus the calls
+			// that find the bulk second and the slices around it.
+			if st.Calls > 20 {
+				t.Errorf("%d calls for 600 orders at 50 a page", st.Calls)
+			}
+			t.Logf("%d calls", st.Calls)
+			e.assertSnapshotMatches()
+		})
+	}
+}
+
+func TestNextGap(t *testing.T) {
+	long := func(limit, left int, decay time.Duration) plenty.Throttle {
+		return plenty.Throttle{Long: plenty.Period{Present: true, Limit: limit, CallsLeft: left, Decay: decay}}
+	}
+	tests := []struct {
+		name  string
+		calls int
+		th    plenty.Throttle
+		want  time.Duration
+	}{
+		{"no headers", 5, plenty.Throttle{}, 30 * time.Second},
+		{"well within", 1, long(166000, 160000, 20*time.Hour), 30 * time.Second},
+		// 0.25 x 166000 a day = 0.48 calls/s; 40 calls need 83s.
+		{"first sync stretches", 40, long(166000, 160000, 23*time.Hour), 83253 * time.Millisecond},
+		// others spent the day: 1000 left for 10h, our share 250 -> 0.00694 calls/s.
+		{"quota short", 1, long(166000, 1000, 10*time.Hour), 144 * time.Second},
+		{"nothing left", 1, long(166000, 0, time.Hour), time.Hour},
+	}
+	for _, tt := range tests {
+		got := poller.NextGap(30*time.Second, 0.25, tt.calls, tt.th)
+		if got.Round(time.Second) != tt.want.Round(time.Second) {
+			t.Errorf("%s: NextGap = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
