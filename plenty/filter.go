@@ -426,3 +426,103 @@ func (q Query) Values() url.Values {
 	}
 	return v
 }
+
+// ParseFilter reads a simple filter as written in a query string:
+// "op:v1,v2" or a plain value (eq). Values are typed by the field's kind.
+func ParseFilter(field, raw string) (Filter, error) {
+	op, rest := OpEq, raw
+	if word, after, ok := strings.Cut(raw, ":"); ok {
+		if _, _, known := Op(word).arity(); known {
+			op, rest = Op(word), after
+		}
+	}
+	var texts []string
+	switch n, many, _ := op.arity(); {
+	case n == 0:
+	case many || n > 1:
+		texts = strings.Split(rest, ",")
+	default:
+		texts = []string{rest}
+	}
+	kind, _ := FieldKind(field)
+	f := Filter{Field: field, Op: op}
+	for _, t := range texts {
+		f.Values = append(f.Values, typedValue(kind, strings.TrimSpace(t)))
+	}
+	if err := f.Validate(true); err != nil {
+		return Filter{}, err
+	}
+	return f, nil
+}
+
+func typedValue(kind Kind, text string) Value {
+	switch kind {
+	case KindInt:
+		return Value{text: text, kind: KindInt, number: true}
+	case KindDecimal:
+		return Value{text: text, kind: KindDecimal, number: true}
+	case KindTime:
+		return Value{text: text, kind: KindTime}
+	}
+	return Str(text)
+}
+
+// ParseGroup reads a complex filter in the service's JSON group shape.
+func ParseGroup(body []byte) (*Group, error) {
+	var w struct {
+		ConditionType string `json:"conditionType"`
+		Fields        []struct {
+			Field    string          `json:"field"`
+			Operator Op              `json:"operator"`
+			Value    json.RawMessage `json:"value"`
+		} `json:"fields"`
+		Groups []json.RawMessage `json:"groups"`
+	}
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, fmt.Errorf("complex filter: %w", err)
+	}
+	g := &Group{}
+	switch w.ConditionType {
+	case "and", "":
+	case "or":
+		g.Or = true
+	default:
+		return nil, fmt.Errorf("complex filter: conditionType %q: want and or or", w.ConditionType)
+	}
+	for _, c := range w.Fields {
+		kind, _ := FieldKind(c.Field)
+		f := Filter{Field: c.Field, Op: c.Operator}
+		var raws []json.RawMessage
+		switch v := strings.TrimSpace(string(c.Value)); {
+		case v == "" || v == "null":
+		case v[0] == '[':
+			if err := json.Unmarshal(c.Value, &raws); err != nil {
+				return nil, fmt.Errorf("complex filter %s: %w", c.Field, err)
+			}
+		default:
+			raws = []json.RawMessage{c.Value}
+		}
+		for _, r := range raws {
+			var s string
+			if json.Unmarshal(r, &s) == nil {
+				f.Values = append(f.Values, typedValue(kind, s))
+			} else if t := strings.TrimSpace(string(r)); validNumber(t) {
+				f.Values = append(f.Values, Value{text: t, kind: max(kind, KindInt), number: true})
+			} else {
+				return nil, fmt.Errorf("complex filter %s: value %s is neither a string nor a number", c.Field, r)
+			}
+		}
+		g.Fields = append(g.Fields, f)
+	}
+	for _, raw := range w.Groups {
+		sub, err := ParseGroup(raw)
+		if err != nil {
+			return nil, err
+		}
+		g.Groups = append(g.Groups, sub)
+	}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}

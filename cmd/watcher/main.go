@@ -1,0 +1,58 @@
+// Command watcher is orderwatch: it turns the order search of a commerce
+// REST service without webhooks into a stream of typed order events on NATS.
+//
+//	watcher [run]   the daemon (default)
+//	watcher demo    simulator + embedded NATS + watcher, events printed
+//	watcher check   validate the config, log in, search once, check NATS
+//	watcher state   what the state file holds
+//	watcher version
+//	watcher help    the configuration table
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFail   = 1
+	exitConfig = 2
+)
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, "usage: watcher [run|demo|check|state|version|help]")
+		fmt.Fprintln(stdout, "\nConfiguration (environment variables):")
+		if err := writeUsage(stdout); err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitFail
+		}
+		return exitOK
+	case "version":
+		fmt.Fprintln(stdout, "orderwatch", version)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "watcher: unknown command %q (try: watcher help)\n", cmd)
+	return exitConfig
+}
