@@ -52,8 +52,8 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 		*t = Time{}
 		return nil
 	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	s, err := jsonString(b)
+	if err != nil {
 		return fmt.Errorf("timestamp %s: not a string", truncate(b, 40))
 	}
 	v, err := ParseTime(s)
@@ -85,8 +85,8 @@ func (f *FlexString) UnmarshalJSON(b []byte) error {
 	case bytes.Equal(b, []byte("null")):
 		*f = ""
 	case b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		s, err := jsonString(b)
+		if err != nil {
 			return err
 		}
 		*f = FlexString(s)
@@ -168,11 +168,10 @@ type wireOrder struct {
 
 // DecodeOrder decodes one entry. It needs an id and an updatedAt; every other
 // field may be absent. The raw bytes are kept (not copied: the caller owns raw).
-func DecodeOrder(raw json.RawMessage) (Order, error) {
-	var w wireOrder
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return Order{}, err
-	}
+func DecodeOrder(raw json.RawMessage) (Order, error) { return decodeOrderFast(raw) }
+
+// order checks the decoded fields and builds the Order.
+func (w *wireOrder) order(raw json.RawMessage) (Order, error) {
 	if w.ID == nil || *w.ID <= 0 {
 		return Order{}, errors.New("entry has no positive id")
 	}
@@ -228,48 +227,10 @@ func (e EntryError) Error() string {
 	return fmt.Sprintf("entry %d (%s): %v: %s", e.Index, id, e.Err, truncate(e.Raw, 200))
 }
 
-type wireEnvelope struct {
-	Page           FlexInt           `json:"page"`
-	TotalsCount    *FlexInt          `json:"totalsCount"`
-	IsLastPage     bool              `json:"isLastPage"`
-	LastPageNumber FlexInt           `json:"lastPageNumber"`
-	FirstOnPage    FlexInt           `json:"firstOnPage"`
-	LastOnPage     FlexInt           `json:"lastOnPage"`
-	ItemsPerPage   FlexInt           `json:"itemsPerPage"`
-	Entries        []json.RawMessage `json:"entries"`
-}
-
 // DecodePage decodes an order search response body. A body that is not a
 // paginated envelope (not JSON, truncated, no totalsCount or entries) is an
 // error; an undecodable entry is reported in Page.Bad.
-func DecodePage(body []byte) (*Page, error) {
-	var w wireEnvelope
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, &DecodeError{What: "order search page", Body: truncate(body, 200), Err: err}
-	}
-	if w.TotalsCount == nil || w.Entries == nil {
-		return nil, &DecodeError{What: "order search page", Body: truncate(body, 200), Err: errors.New("not a paginated envelope (no totalsCount or entries)")}
-	}
-	p := &Page{
-		Page:           int64(w.Page),
-		TotalsCount:    int64(*w.TotalsCount),
-		IsLastPage:     w.IsLastPage,
-		LastPageNumber: int64(w.LastPageNumber),
-		FirstOnPage:    int64(w.FirstOnPage),
-		LastOnPage:     int64(w.LastOnPage),
-		ItemsPerPage:   int64(w.ItemsPerPage),
-		Orders:         make([]Order, 0, len(w.Entries)),
-	}
-	for i, raw := range w.Entries {
-		o, err := DecodeOrder(raw)
-		if err != nil {
-			p.Bad = append(p.Bad, EntryError{Index: i, ID: rawID(raw), Raw: raw, Err: err})
-			continue
-		}
-		p.Orders = append(p.Orders, o)
-	}
-	return p, nil
-}
+func DecodePage(body []byte) (*Page, error) { return decodePageFast(body) }
 
 // rawID digs the id out of an entry that did not decode, for the error report.
 func rawID(raw json.RawMessage) string {
@@ -301,4 +262,15 @@ func truncate(b []byte, n int) []byte {
 		return b
 	}
 	return b[:n]
+}
+
+// jsonString decodes a JSON string; the common case (no escapes, valid
+// UTF-8) without encoding/json.
+func jsonString(b []byte) (string, error) {
+	s := scanner{b: b}
+	v, err := s.stringValue()
+	if err == nil && s.peek() != 0 {
+		err = s.errorf("data after the string")
+	}
+	return v, err
 }

@@ -1,0 +1,123 @@
+package poller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/diff"
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plentysim"
+	"github.com/orderwatch/orderwatch/state"
+)
+
+// benchPages returns the raw search pages (250 orders each) of a simulated
+// shop of n orders, three times: as generated, with changed of them moved
+// to status 8, and with those moved back (same updatedAt second).
+func benchPages(b *testing.B, n, changed int) (base, there, back [][]byte) {
+	b.Helper()
+	t := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	sim := plentysim.New(plentysim.Config{Now: func() time.Time { return t }, Seed: 5,
+		Limits: plentysim.Limits{ShortLimit: 1 << 30, LongLimit: 1 << 30}})
+	sim.Generate(n, t.Add(-30*24*time.Hour), t.Add(-time.Hour))
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/rest/login", "application/json", strings.NewReader(`{"username":"demo","password":"demo"}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	fetch := func() [][]byte {
+		var pages [][]byte
+		for p := 1; p <= (n+249)/250; p++ {
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/rest/orders/search?sortBy=orderId&sortOrder=asc&itemsPerPage=250&page=%d", srv.URL, p), nil)
+			req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			pages = append(pages, body)
+		}
+		return pages
+	}
+	orders := sim.Orders()
+	step := n / max(changed, 1)
+	var old []string
+	base = fetch()
+	for i := 0; i < changed; i++ {
+		o := orders[i*step]
+		old = append(old, o.StatusID)
+		next := "8"
+		if o.StatusID == "8" {
+			next = "9"
+		}
+		sim.SetStatus(o.ID, next)
+	}
+	there = fetch()
+	for i := 0; i < changed; i++ {
+		sim.SetStatus(orders[i*step].ID, old[i])
+	}
+	back = fetch()
+	return base, there, back
+}
+
+// benchmarkPipeline measures what the sweep does with each page: decode,
+// look up the snapshot, diff, and commit states + events in one fsynced
+// transaction.
+func benchmarkPipeline(b *testing.B, changedPct int) {
+	const n = 100_000
+	base, there, back := benchPages(b, n, n*changedPct/100)
+	store, err := state.Open(filepath.Join(b.TempDir(), "state.db"), state.Options{NoSync: os.Getenv("BENCH_NOSYNC") != ""})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	p, err := New(nil, store, Config{StartFrom: time.Now(), Source: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &sweep{p: p, st: &Stats{Events: map[diff.Type]int{}}, baseline: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	hi := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	process := func(body []byte) int {
+		page, err := plenty.DecodePage(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.commit(context.Background(), page.Orders, hi, nil); err != nil {
+			b.Fatal(err)
+		}
+		return len(page.Orders)
+	}
+	for _, body := range base {
+		process(body)
+	}
+	sets := [][][]byte{there, back}
+	s.st.Events = map[diff.Type]int{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	orders := 0
+	for i := 0; i < b.N; i++ {
+		pages := sets[(i/len(there))%2]
+		orders += process(pages[i%len(pages)])
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(orders)/b.Elapsed().Seconds(), "orders/s")
+	b.ReportMetric(float64(s.st.EventCount())/float64(orders), "events/order")
+}
+
+func BenchmarkPipeline1PctChanged(b *testing.B)   { benchmarkPipeline(b, 1) }
+func BenchmarkPipeline100PctChanged(b *testing.B) { benchmarkPipeline(b, 100) }
