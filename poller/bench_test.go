@@ -90,7 +90,7 @@ func benchmarkPipeline(b *testing.B, changedPct int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &sweep{p: p, st: &Stats{Events: map[diff.Type]int{}}, baseline: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := &sweep{p: p, st: &Stats{Events: map[diff.Type]int{}}, baseline: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), stop: context.Background()}
 	hi := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 	process := func(body []byte) int {
 		page, err := plenty.DecodePage(body)

@@ -85,6 +85,10 @@ type Config struct {
 	// while the outbox is full [1s].
 	OutboxWait time.Duration
 
+	// OnCommit is called after every committed page with the number of
+	// events it added to the outbox (wakes the publisher).
+	OnCommit func(events int)
+
 	Logger *slog.Logger
 	Now    func() time.Time // local clock, only for durations
 	Sleep  func(ctx context.Context, d time.Duration) error

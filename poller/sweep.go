@@ -24,7 +24,11 @@ var (
 // Sweep runs one sweep over [watermark - overlap, server now - settle], in
 // verified slices, and returns its figures. On error the figures say how far
 // it got; the watermark stays at the last verified slice.
-func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
+//
+// When ctx is cancelled (shutdown), the page in hand is finished and
+// committed, then Sweep returns ctx's error: a call in flight is not cut.
+func (p *Poller) Sweep(stop context.Context) (st Stats, err error) {
+	ctx := context.WithoutCancel(stop)
 	st = Stats{Start: p.cfg.Now(), Events: map[diff.Type]int{}}
 	defer func() { st.Duration = p.cfg.Now().Sub(st.Start) }()
 
@@ -60,7 +64,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	if !hi.After(lo) {
 		return st, nil
 	}
-	sw := &sweep{p: p, st: &st, baseline: meta.Baseline}
+	sw := &sweep{p: p, st: &st, baseline: meta.Baseline, stop: stop}
 	return st, sw.run(ctx, lo, hi)
 }
 
@@ -87,6 +91,7 @@ type sweep struct {
 	p        *Poller
 	st       *Stats
 	baseline time.Time
+	stop     context.Context // cancelled at shutdown: no new page is started
 }
 
 // run processes [lo, hi] slice by slice, oldest first, so that the
@@ -263,6 +268,9 @@ func (s *sweep) noteBad(page *plenty.Page) int {
 
 // fetch reads one page of the window; afterID > 0 adds the keyset filter.
 func (s *sweep) fetch(ctx context.Context, lo, hi time.Time, page int, afterID int64) (*plenty.Page, error) {
+	if err := s.stop.Err(); err != nil {
+		return nil, err
+	}
 	cfg := s.p.cfg
 	filters := append(make([]plenty.Filter, 0, len(cfg.Scope)+2), cfg.Scope...)
 	filters = append(filters, plenty.Between("updatedAt", plenty.At(lo), plenty.At(hi)))
@@ -340,12 +348,15 @@ func (s *sweep) commit(ctx context.Context, orders []plenty.Order, sliceHi time.
 			s.st.OutboxWaits++
 			s.p.log.Warn("outbox full: sweep paused until the publisher drains it", "err", err)
 		}
-		if err := cfg.Sleep(ctx, cfg.OutboxWait); err != nil {
+		if err := cfg.Sleep(s.stop, cfg.OutboxWait); err != nil {
 			return err
 		}
 	}
 	for t, n := range counts {
 		s.st.Events[t] += n
+	}
+	if cfg.OnCommit != nil && len(c.Events) > 0 {
+		cfg.OnCommit(len(c.Events))
 	}
 	if mark != nil {
 		s.st.Watermark = *mark

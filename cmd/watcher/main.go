@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,7 +53,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "version":
 		fmt.Fprintln(stdout, "orderwatch", version)
 		return exitOK
+	case "run":
+		return runWatcher(ctx, stderr)
+	case "demo":
+		return runDemo(ctx, args, stdout, stderr)
+	case "check":
+		return runCheck(ctx, stdout, stderr)
+	case "state":
+		return runState(stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "watcher: unknown command %q (try: watcher help)\n", cmd)
 	return exitConfig
+}
+
+// runWatcher is `watcher run`: the daemon until SIGTERM/SIGINT.
+func runWatcher(ctx context.Context, stderr io.Writer) int {
+	cfg, err := LoadConfig()
+	if err != nil {
+		fmt.Fprintln(stderr, "watcher: configuration:", err)
+		return exitConfig
+	}
+	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	d, err := newDaemon(cfg, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			return exitConfig
+		}
+		return exitFail
+	}
+	if err := d.run(ctx); err != nil {
+		log.Error("stopped with an error", "err", err)
+		return exitFail
+	}
+	return exitOK
 }

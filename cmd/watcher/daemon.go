@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/poller"
+	"github.com/orderwatch/orderwatch/publisher"
+	"github.com/orderwatch/orderwatch/state"
+)
+
+// daemon is the wired watcher: client -> poller -> state -> publisher -> NATS,
+// plus the HTTP endpoints. `run` and `demo` both use it.
+type daemon struct {
+	cfg     *Config
+	log     *slog.Logger
+	store   *state.Store
+	client  *plenty.Client
+	poll    *poller.Poller
+	nc      *nats.Conn
+	pub     *publisher.Publisher
+	metrics *metrics
+	reg     *prometheus.Registry
+	ln      net.Listener
+
+	sweepAlive, pubAlive atomic.Bool
+	lastOK               atomic.Int64 // unix nanos of the last verified sweep
+	gap                  atomic.Int64 // the current time between sweeps (nanos)
+}
+
+// newDaemon opens the state file, builds the client, poller and publisher
+// and listens on the HTTP address. It makes no call to the service.
+func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
+	d := &daemon{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	d.store, err = state.Open(cfg.StatePath, state.Options{Timeout: 2 * time.Second, OutboxMax: cfg.OutboxMax})
+	if err != nil {
+		return nil, err
+	}
+	d.gap.Store(int64(cfg.PollInterval))
+
+	var m *metrics
+	d.client, err = plenty.New(plenty.Config{
+		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
+		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
+		UserAgent: "orderwatch/" + version, Tokens: d.store,
+		Logger:     log.With("component", "client"),
+		OnResponse: func(c plenty.CallInfo) { m.observeCall(c) },
+	})
+	if err != nil {
+		return nil, configErr("%v", err)
+	}
+	scope, _ := cfg.scopeFilters()
+	group, _ := cfg.scopeGroup()
+	source := cfg.Source
+	if source == "" {
+		source = cfg.PlentyURL
+	}
+	d.nc, err = publisher.Connect(publisher.ConnConfig{
+		URL: cfg.NATSURL, Name: "orderwatch", User: cfg.NATSUser, Password: cfg.NATSPassword, Token: cfg.NATSToken,
+		CredsFile: cfg.NATSCreds, NKeyFile: cfg.NATSNKey, TLSCA: cfg.NATSTLSCA, TLSCert: cfg.NATSTLSCert, TLSKey: cfg.NATSTLSKey,
+		Logger: log,
+	})
+	if err != nil {
+		return nil, configErr("NATS: %v", err)
+	}
+	d.pub, err = publisher.New(d.nc, d.store, publisher.Config{
+		Stream: cfg.Stream, CreateStream: cfg.StreamCreate, SubjectPrefix: cfg.SubjectPrefix,
+		DuplicateWindow: cfg.DuplicateWindow, MaxAge: cfg.StreamMaxAge, MaxBytes: cfg.StreamMaxBytes,
+		Replicas: cfg.StreamReplicas, MaxInFlight: cfg.PublishInFlight, Logger: log,
+		OnPublished: func(n int, _ time.Duration) { m.published.Add(float64(n)) },
+		OnError:     func(error) { m.publishErrors.Inc() },
+	})
+	if err != nil {
+		return nil, configErr("%v", err)
+	}
+	d.poll, err = poller.New(d.client, d.store, poller.Config{
+		Settle: cfg.Settle, Overlap: cfg.Overlap, StartFrom: cfg.StartFrom.Time(time.Now()),
+		Scope: scope, ScopeComplex: group, With: cfg.With, LazyLoaded: cfg.LazyLoaded,
+		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: cfg.Keyset,
+		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
+		Source: source, SubjectPrefix: cfg.SubjectPrefix,
+		OnCommit: func(int) { d.pub.Notify() },
+		Logger:   log.With("component", "poller"),
+	})
+	if err != nil {
+		return nil, configErr("%v", err)
+	}
+	m = newMetrics(d.reg, liveSources{
+		throttle:    d.client.Throttle,
+		waited:      d.client.Pacer().Waited,
+		outboxDepth: d.store.OutboxDepth,
+		connected:   d.pub.Connected,
+		serverNow: func() time.Time {
+			t, _ := d.client.ServerNow()
+			return t
+		},
+	})
+	d.metrics = m
+	d.ln, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (WATCHER_HTTP_ADDR): %w", cfg.HTTPAddr, err)
+	}
+	return d, nil
+}
+
+// httpURL is the base URL of the HTTP endpoints.
+func (d *daemon) httpURL() string { return "http://" + d.ln.Addr().String() }
+
+// run works until ctx is done, then shuts down within the configured time.
+func (d *daemon) run(ctx context.Context) error {
+	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(d.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("HTTP server stopped", "err", err)
+		}
+	}()
+	d.log.Info("orderwatch started", "version", version, "service", d.cfg.PlentyURL, "nats", d.cfg.NATSURL,
+		"stream", d.cfg.Stream, "state", d.cfg.StatePath, "http", d.ln.Addr().String(), "interval", d.cfg.PollInterval.String())
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		d.sweepAlive.Store(true)
+		defer d.sweepAlive.Store(false)
+		_ = d.poll.Run(ctx, poller.RunConfig{
+			Interval: d.cfg.PollInterval, CallShare: d.cfg.CallShare,
+			Throttle: d.client.Throttle, OnSweep: d.onSweep,
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		d.pubAlive.Store(true)
+		defer d.pubAlive.Store(false)
+		if err := d.pub.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			d.log.Error("publisher stopped", "err", err)
+		}
+	}()
+	<-ctx.Done()
+	start := time.Now()
+	d.log.Info("shutting down: finishing the page in hand, then flushing the outbox", "timeout", d.cfg.ShutdownTimeout.String())
+	wg.Wait()
+	flushCtx, cancel := context.WithTimeout(context.Background(), max(d.cfg.ShutdownTimeout-time.Since(start), time.Second))
+	defer cancel()
+	err := d.pub.Flush(flushCtx)
+	left := d.store.OutboxDepth()
+	if err != nil {
+		d.log.Warn("outbox not fully flushed; the rest is published at the next start", "left", left, "err", err)
+	}
+	shutCtx, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	_ = srv.Shutdown(shutCtx)
+	d.close()
+	d.log.Info("stopped", "outbox_left", left, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+func (d *daemon) onSweep(st poller.Stats, err error) {
+	d.metrics.observeSweep(st, err)
+	d.gap.Store(int64(poller.NextGap(d.cfg.PollInterval, d.cfg.CallShare, st.Calls, d.client.Throttle())))
+	attrs := []any{
+		"lo", st.Lo.Format(time.RFC3339), "hi", st.Hi.Format(time.RFC3339),
+		"calls", st.Calls, "pages", st.Pages, "orders", st.Orders, "slices", st.Slices, "rescans", st.Rescans,
+		"events", st.EventCount(), "bad_entries", st.BadEntries, "duration_ms", st.Duration.Milliseconds(),
+		"watermark", st.Watermark.Format(time.RFC3339), "lag_s", int(st.WatermarkLag.Seconds()),
+		"outbox", d.store.OutboxDepth(),
+	}
+	if st.Baseline {
+		attrs = append(attrs, "baseline", true)
+	}
+	if err != nil {
+		d.log.Error("sweep failed; the watermark stays at the last verified slice", append(attrs, "err", err)...)
+		return
+	}
+	d.lastOK.Store(time.Now().UnixNano())
+	d.log.Info("sweep", attrs...)
+}
+
+// ready says whether the watcher is doing its job: a verified sweep within
+// three intervals (as stretched by the call share), NATS connected, and the
+// outbox below its limit.
+func (d *daemon) ready() (bool, string) {
+	last := d.lastOK.Load()
+	window := 3 * time.Duration(d.gap.Load())
+	switch {
+	case last == 0:
+		return false, "no verified sweep yet"
+	case time.Since(time.Unix(0, last)) > window:
+		return false, fmt.Sprintf("no verified sweep for %s", time.Since(time.Unix(0, last)).Round(time.Second))
+	case !d.pub.Connected():
+		return false, "NATS not connected (or the stream not usable)"
+	case d.cfg.OutboxMax > 0 && d.store.OutboxDepth() >= d.cfg.OutboxMax:
+		return false, "outbox full"
+	}
+	return true, "ok"
+}
+
+func (d *daemon) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if !d.sweepAlive.Load() || !d.pubAlive.Load() {
+			http.Error(w, "a loop has stopped", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ok, why := d.ready()
+		if !ok {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, why)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
+	return mux
+}
+
+func (d *daemon) close() {
+	if d.ln != nil {
+		d.ln.Close()
+	}
+	if d.nc != nil {
+		d.nc.Close()
+	}
+	if d.store != nil {
+		if err := d.store.Close(); err != nil {
+			d.log.Error("closing the state file", "err", err)
+		}
+	}
+}

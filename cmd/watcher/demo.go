@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/orderwatch/orderwatch/plentysim"
+)
+
+// runDemo is `watcher demo`: the simulator with a mutator, an embedded NATS
+// server with JetStream, the watcher, and a subscriber printing each event
+// as one line. Nothing leaves the machine.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	orders := fs.Int("orders", 300, "orders in the simulated shop")
+	rate := fs.Float64("rate", 1, "order changes per second")
+	interval := fs.Duration("interval", 2*time.Second, "poll interval")
+	runFor := fs.Duration("for", 0, "stop after this long (0 = until Ctrl-C)")
+	verbose := fs.Bool("v", false, "show the watcher's log (one line per sweep)")
+	if err := fs.Parse(args); err != nil {
+		return exitConfig
+	}
+	if *runFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *runFor)
+		defer cancel()
+	}
+	dir, err := os.MkdirTemp("", "orderwatch-demo-")
+	if err != nil {
+		fmt.Fprintln(stderr, "demo:", err)
+		return exitFail
+	}
+	defer os.RemoveAll(dir)
+
+	// The simulated shop.
+	sim := plentysim.New(plentysim.Config{Seed: time.Now().UnixNano()})
+	sim.Generate(*orders, time.Now().Add(-30*24*time.Hour), time.Now().Add(-time.Minute))
+	simLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(stderr, "demo:", err)
+		return exitFail
+	}
+	simSrv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
+	go simSrv.Serve(simLn)
+	defer simSrv.Close()
+	simURL := "http://" + simLn.Addr().String()
+
+	// NATS with JetStream, on 4222 when it is free.
+	ns, err := startNATS(filepath.Join(dir, "jetstream"))
+	if err != nil {
+		fmt.Fprintln(stderr, "demo: NATS:", err)
+		return exitFail
+	}
+	defer ns.Shutdown()
+	natsURL := ns.ClientURL()
+
+	cfg := demoConfig(simURL, natsURL, filepath.Join(dir, "state.db"), *interval)
+	level := "warn"
+	if *verbose {
+		level = "info"
+	}
+	d, err := newDaemon(cfg, newLogger(stderr, "text", level))
+	if err != nil {
+		fmt.Fprintln(stderr, "demo:", err)
+		return exitFail
+	}
+
+	fmt.Fprintf(stdout, `orderwatch demo: a simulated shop, NATS and the watcher in one process; nothing leaves this machine.
+  shop      %s  (user demo/demo, %d orders, %.3g changes/s)
+  NATS      %s  (JetStream stream ORDERS, subjects orders.>)
+  watcher   %s/metrics  %s/readyz  (a sweep every %s)
+Watch with the nats CLI:  nats --server %s sub 'orders.>'
+                          nats --server %s stream view ORDERS
+Events as they happen (Ctrl-C to stop):
+`, simURL, *orders, *rate, natsURL, d.httpURL(), d.httpURL(), *interval, natsURL, natsURL)
+
+	sub, err := printEvents(natsURL, stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, "demo: subscribe:", err)
+		return exitFail
+	}
+	defer sub.Close()
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sim.RunMutator(ctx, plentysim.MutatorConfig{Rate: *rate})
+	}()
+	err = d.run(ctx)
+	wg.Wait()
+	sub.Flush()
+	if err != nil {
+		fmt.Fprintln(stderr, "demo:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// demoConfig is the watcher's configuration in the demo: short delays so a
+// change shows within seconds.
+func demoConfig(simURL, natsURL, statePath string, interval time.Duration) *Config {
+	return &Config{
+		PlentyURL: simURL, PlentyUsername: "demo", PlentyPassword: "demo", PlentyAPIVendor: "service", PlentyTimeout: 10 * time.Second,
+		NATSURL: natsURL, Stream: "ORDERS", StreamCreate: true, DuplicateWindow: 10 * time.Minute, StreamReplicas: 1,
+		SubjectPrefix: "orders", PublishInFlight: 256, StatePath: statePath, OutboxMax: 100000,
+		PollInterval: interval, Settle: time.Second, Overlap: 5 * time.Second, StartFrom: StartFrom{Back: 30 * 24 * time.Hour},
+		CallShare: 0.25, ItemsPerPage: 250, SlicePages: 4, BadEntries: "hold",
+		HTTPAddr: freeAddr("127.0.0.1:9090"), LogFormat: "text", LogLevel: "warn", ShutdownTimeout: 5 * time.Second,
+	}
+}
+
+// freeAddr returns addr when it can be listened on, else a random port.
+func freeAddr(addr string) string {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	ln.Close()
+	return addr
+}
+
+func startNATS(storeDir string) (*server.Server, error) {
+	opts := server.Options{Host: "127.0.0.1", Port: 4222, JetStream: true, StoreDir: storeDir, NoSigs: true, NoLog: true}
+	if ln, err := net.Listen("tcp", "127.0.0.1:4222"); err != nil {
+		opts.Port = server.RANDOM_PORT
+	} else {
+		ln.Close()
+	}
+	ns, err := server.NewServer(&opts)
+	if err != nil {
+		return nil, err
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("NATS did not start")
+	}
+	return ns, nil
+}
+
+// printEvents subscribes to every event and prints it as one line.
+func printEvents(url string, w io.Writer) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, nats.Name("orderwatch-demo-subscriber"))
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	_, err = nc.Subscribe("orders.>", func(m *nats.Msg) {
+		line := describeEvent(m.Data)
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "%s  %-60s %s\n", time.Now().Format("15:04:05"), line, m.Subject)
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nc.Flush()
+}
+
+// describeEvent renders an event for a person: "#1042 status 5 -> 7 (unlocked)".
+func describeEvent(data []byte) string {
+	var ev struct {
+		Type string `json:"type"`
+		Data struct {
+			OrderID int64 `json:"orderId"`
+			Before  *struct {
+				StatusID   json.Number `json:"statusId"`
+				LockStatus string      `json:"lockStatus"`
+			} `json:"before"`
+			After struct {
+				StatusID   json.Number `json:"statusId"`
+				LockStatus string      `json:"lockStatus"`
+			} `json:"after"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return "unreadable event: " + err.Error()
+	}
+	a, b := ev.Data.After, ev.Data.Before
+	id := fmt.Sprintf("#%d", ev.Data.OrderID)
+	switch strings.TrimPrefix(ev.Type, "order.") {
+	case "created":
+		return fmt.Sprintf("%s created (status %s, %s)", id, a.StatusID, a.LockStatus)
+	case "discovered":
+		return fmt.Sprintf("%s discovered (status %s, %s)", id, a.StatusID, a.LockStatus)
+	case "status_changed":
+		if b != nil {
+			return fmt.Sprintf("%s status %s -> %s (%s)", id, b.StatusID, a.StatusID, a.LockStatus)
+		}
+	case "lock_changed":
+		if b != nil {
+			return fmt.Sprintf("%s lock %s -> %s (status %s)", id, b.LockStatus, a.LockStatus, a.StatusID)
+		}
+	case "updated":
+		return fmt.Sprintf("%s updated (status %s)", id, a.StatusID)
+	}
+	return fmt.Sprintf("%s %s", id, ev.Type)
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/poller"
+)
+
+// metrics are the daemon's Prometheus figures. Counters are fed by hooks of
+// the client, the poller and the publisher; gauges read live values.
+type metrics struct {
+	apiCalls      *prometheus.CounterVec
+	apiDuration   *prometheus.HistogramVec
+	throttled     prometheus.Counter
+	sweepDuration prometheus.Histogram
+	sweeps        *prometheus.CounterVec
+	sweepCalls    prometheus.Counter
+	ordersScanned prometheus.Counter
+	rescans       prometheus.Counter
+	badEntries    prometheus.Counter
+	events        *prometheus.CounterVec
+	published     prometheus.Counter
+	publishErrors prometheus.Counter
+	lastSweepOK   prometheus.Gauge
+
+	watermark atomic.Int64 // unix seconds of the verified watermark
+}
+
+// liveSources are the values the gauges read when scraped.
+type liveSources struct {
+	throttle    func() plenty.Throttle
+	waited      func() time.Duration
+	outboxDepth func() int
+	connected   func() bool
+	serverNow   func() time.Time
+}
+
+func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
+	m := &metrics{
+		apiCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderwatch_api_calls_total", Help: "Calls to the REST service by route and HTTP status (0 = no response).",
+		}, []string{"route", "code"}),
+		apiDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "orderwatch_api_call_duration_seconds", Help: "Duration of REST calls, body included.",
+			Buckets: prometheus.ExponentialBuckets(0.025, 2, 10),
+		}, []string{"route"}),
+		throttled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderwatch_api_throttled_total", Help: "429 answers of the service.",
+		}),
+		sweepDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "orderwatch_sweep_duration_seconds", Help: "Duration of a sweep.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+		}),
+		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderwatch_sweeps_total", Help: "Sweeps by result (ok, error).",
+		}, []string{"result"}),
+		sweepCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderwatch_sweep_calls_total", Help: "Search calls made by sweeps.",
+		}),
+		ordersScanned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderwatch_orders_scanned_total", Help: "Order entries read by sweeps (rescans included).",
+		}),
+		rescans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderwatch_rescans_total", Help: "Scans that failed verification (the result set changed) and were redone.",
+		}),
+		badEntries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderwatch_bad_entries_total", Help: "Order entries that could not be decoded.",
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderwatch_events_total", Help: "Events written to the outbox by type.",
+		}, []string{"type"}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderwatch_events_published_total", Help: "Events acknowledged by NATS and removed from the outbox.",
+		}),
+		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderwatch_publish_errors_total", Help: "Failed publish attempts (retried).",
+		}),
+		lastSweepOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "orderwatch_last_verified_sweep_timestamp_seconds", Help: "When the last sweep completed without error (unix time).",
+		}),
+	}
+	reg.MustRegister(m.apiCalls, m.apiDuration, m.throttled, m.sweepDuration, m.sweeps, m.sweepCalls, m.ordersScanned,
+		m.rescans, m.badEntries, m.events, m.published, m.publishErrors, m.lastSweepOK)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	for _, period := range []string{"long", "short", "route"} {
+		period := period
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_api_calls_left", Help: "Calls left in the service's throttling period, as last reported.",
+			ConstLabels: prometheus.Labels{"period": period},
+		}, func() float64 {
+			th := live.throttle()
+			p := map[string]plenty.Period{"long": th.Long, "short": th.Short, "route": th.Route}[period]
+			if !p.Present {
+				return -1
+			}
+			return float64(p.CallsLeft)
+		}))
+	}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "orderwatch_throttle_wait_seconds_total", Help: "Time spent waiting for the service's throttling (pacing, Retry-After).",
+		}, func() float64 { return live.waited().Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_outbox_depth", Help: "Events committed and not yet acknowledged by NATS.",
+		}, func() float64 { return float64(live.outboxDepth()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_nats_connected", Help: "1 when connected to NATS.",
+		}, func() float64 { return b2f(live.connected()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_watermark_lag_seconds", Help: "Server time minus the verified watermark: how far behind the sweep is.",
+		}, func() float64 {
+			wm := m.watermark.Load()
+			if wm == 0 {
+				return 0
+			}
+			return live.serverNow().Sub(time.Unix(wm, 0)).Seconds()
+		}),
+	)
+	return m
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// observeCall is the client's OnResponse hook.
+func (m *metrics) observeCall(c plenty.CallInfo) {
+	m.apiCalls.WithLabelValues(c.Route, strconv.Itoa(c.Status)).Inc()
+	m.apiDuration.WithLabelValues(c.Route).Observe(c.Duration.Seconds())
+	if c.Status == 429 {
+		m.throttled.Inc()
+	}
+}
+
+// observeSweep records one sweep's figures.
+func (m *metrics) observeSweep(st poller.Stats, err error) {
+	m.sweepDuration.Observe(st.Duration.Seconds())
+	m.sweepCalls.Add(float64(st.Calls))
+	m.ordersScanned.Add(float64(st.Orders))
+	m.rescans.Add(float64(st.Rescans))
+	m.badEntries.Add(float64(st.BadEntries))
+	for typ, n := range st.Events {
+		m.events.WithLabelValues(string(typ)).Add(float64(n))
+	}
+	if !st.Watermark.IsZero() {
+		m.watermark.Store(st.Watermark.Unix())
+	}
+	if err != nil {
+		m.sweeps.WithLabelValues("error").Inc()
+		return
+	}
+	m.sweeps.WithLabelValues("ok").Inc()
+	m.lastSweepOK.Set(float64(time.Now().Unix()))
+}
