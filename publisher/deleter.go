@@ -1,0 +1,119 @@
+package publisher
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// deleter deletes acknowledged entries from the outbox in its own goroutine,
+// in group commits: while one DeleteOutbox transaction (an fsync) runs, the
+// acknowledgements that arrive meanwhile pile up and go into the next one. So
+// publishing never waits for the disk, and the number of transactions adapts
+// to the rate (one per fsync time at most).
+//
+// A failed delete keeps the sequences and tries again with the next group
+// (at least a second later); entries that are never deleted are sent again
+// after a restart and dropped by the stream as duplicates.
+type deleter struct {
+	p *Publisher
+
+	mu     sync.Mutex
+	seqs   []uint64
+	oldest time.Time // earliest publish among seqs
+
+	kick chan struct{}   // cap 1: there is something to delete
+	sync chan chan error // delete everything added so far, reply with the outcome
+	quit chan struct{}
+	done chan struct{}
+}
+
+func (p *Publisher) startDeleter() *deleter {
+	d := &deleter{
+		p:    p,
+		kick: make(chan struct{}, 1),
+		sync: make(chan chan error),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	go d.loop()
+	return d
+}
+
+// add queues an acknowledged entry published at sent.
+func (d *deleter) add(seq uint64, sent time.Time) {
+	d.mu.Lock()
+	if len(d.seqs) == 0 || sent.Before(d.oldest) {
+		d.oldest = sent
+	}
+	d.seqs = append(d.seqs, seq)
+	d.mu.Unlock()
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// flush deletes everything added so far and reports the outcome.
+func (d *deleter) flush() error {
+	reply := make(chan error, 1)
+	d.sync <- reply
+	return <-reply
+}
+
+// stop deletes what is left and ends the goroutine.
+func (d *deleter) stop() error {
+	err := d.flush()
+	close(d.quit)
+	<-d.done
+	return err
+}
+
+func (d *deleter) loop() {
+	defer close(d.done)
+	var retry <-chan time.Time
+	for {
+		var reply chan error
+		select {
+		case <-d.quit:
+			return
+		case reply = <-d.sync:
+		case <-d.kick:
+			if retry != nil {
+				continue // after a failure, wait for the retry time
+			}
+		case <-retry:
+		}
+		err := d.deleteNow()
+		retry = nil
+		if err != nil {
+			d.p.failed(err)
+			retry = time.After(time.Second)
+		}
+		if reply != nil {
+			reply <- err
+		}
+	}
+}
+
+// deleteNow deletes the queued sequences in one transaction.
+func (d *deleter) deleteNow() error {
+	d.mu.Lock()
+	seqs, oldest := d.seqs, d.oldest
+	d.seqs = nil
+	d.mu.Unlock()
+	if len(seqs) == 0 {
+		return nil
+	}
+	if err := d.p.outbox.DeleteOutbox(seqs...); err != nil {
+		d.mu.Lock()
+		d.seqs = append(seqs, d.seqs...)
+		if oldest.Before(d.oldest) || len(d.seqs) == len(seqs) {
+			d.oldest = oldest
+		}
+		d.mu.Unlock()
+		return fmt.Errorf("delete %d acknowledged entries from the outbox: %w", len(seqs), err)
+	}
+	d.p.noteDeleted(len(seqs), oldest)
+	return nil
+}

@@ -1,0 +1,197 @@
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrStream is matched (errors.Is) by every error of EnsureStream about the
+// stream itself: missing, misconfigured, or not accessible. Such an error
+// needs an operator; retrying does not help.
+var ErrStream = errors.New("stream unusable")
+
+// streamError is an error for the operator: what is wrong and how to fix it.
+type streamError struct {
+	msg   string
+	cause error
+}
+
+func (e *streamError) Error() string {
+	if e.cause != nil {
+		return e.msg + ": " + e.cause.Error()
+	}
+	return e.msg
+}
+
+func (e *streamError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{ErrStream, e.cause}
+	}
+	return []error{ErrStream}
+}
+
+func (p *Publisher) streamErr(cause error, format string, args ...any) error {
+	return &streamError{msg: fmt.Sprintf("stream %q: ", p.cfg.Stream) + fmt.Sprintf(format, args...), cause: cause}
+}
+
+// EnsureStream checks the stream, creating it when it is missing and
+// Config.CreateStream is set: subjects "<prefix>.>", file storage, the
+// duplicate window, MaxAge, MaxBytes and Replicas of the Config. An existing
+// stream must capture "<prefix>.>" with one of its subjects (the subject
+// itself or a wildcard covering it, like ">" or "<prefix>.>") and have a
+// duplicate window, or exactly-once delivery is lost; a window shorter than
+// Config.DuplicateWindow is logged. In core NATS mode it does nothing.
+//
+// Errors about the stream (missing with CreateStream off, wrong subjects, no
+// duplicate window, a mirror, no permission to use the JetStream API,
+// JetStream not enabled) match ErrStream and say how to fix them. Other
+// errors (NATS down, timeouts) are transient.
+func (p *Publisher) EnsureStream(ctx context.Context) error {
+	if p.js == nil {
+		return nil
+	}
+	want := p.cfg.SubjectPrefix + ".>"
+	s, err := p.js.Stream(ctx, p.cfg.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if !p.cfg.CreateStream {
+			return p.streamErr(nil, "does not exist and creating it is disabled: create it with subject %q and a duplicate window "+
+				"(e.g. nats stream add %s --subjects %q --storage file --dupe-window %v), or enable stream creation",
+				want, p.cfg.Stream, want, p.cfg.DuplicateWindow)
+		}
+		s, err = p.createStream(ctx, want)
+		if err != nil {
+			return err
+		}
+	} else if err != nil {
+		return p.apiError("look up", err)
+	}
+	if err := p.checkStream(s.CachedInfo(), want); err != nil {
+		return err
+	}
+	p.ensured.Store(true)
+	return nil
+}
+
+func (p *Publisher) createStream(ctx context.Context, want string) (jetstream.Stream, error) {
+	cfg := jetstream.StreamConfig{
+		Name:        p.cfg.Stream,
+		Description: "orderwatch order change events (CloudEvents; Nats-Msg-Id = event id)",
+		Subjects:    []string{want},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  p.cfg.DuplicateWindow,
+		MaxAge:      p.cfg.MaxAge,
+		MaxBytes:    p.cfg.MaxBytes,
+		Replicas:    p.cfg.Replicas,
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = -1
+	}
+	s, err := p.js.CreateStream(ctx, cfg)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
+		// Created meanwhile by someone else: check that one.
+		s, err = p.js.Stream(ctx, p.cfg.Stream)
+		if err != nil {
+			return nil, p.apiError("look up", err)
+		}
+		return s, nil
+	case err != nil:
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeSubjectOverlap {
+			return nil, p.streamErr(err, "cannot be created: another stream already captures subjects overlapping %q; "+
+				"use that stream (set the stream name to it) or change the subject prefix", want)
+		}
+		return nil, p.apiError("create", err)
+	}
+	info := s.CachedInfo()
+	p.log.Info("created stream", "stream", p.cfg.Stream, "subjects", info.Config.Subjects,
+		"duplicate_window", info.Config.Duplicates.String(), "max_age", info.Config.MaxAge.String(),
+		"max_bytes", info.Config.MaxBytes, "replicas", info.Config.Replicas)
+	return s, nil
+}
+
+// checkStream verifies an existing stream's configuration.
+func (p *Publisher) checkStream(info *jetstream.StreamInfo, want string) error {
+	cfg := info.Config
+	if cfg.Mirror != nil {
+		return p.streamErr(nil, "is a mirror of %q and takes no publishes: use a stream with subject %q", cfg.Mirror.Name, want)
+	}
+	covered := false
+	for _, sub := range cfg.Subjects {
+		if subjectCovers(sub, want) {
+			covered = true
+			break
+		}
+	}
+	if !covered {
+		return p.streamErr(nil, "has subjects %q, none of which captures %q: add %q to the stream's subjects "+
+			"(nats stream edit %s --subjects ...), or set the subject prefix to one the stream captures",
+			cfg.Subjects, want, want, p.cfg.Stream)
+	}
+	if cfg.Duplicates <= 0 {
+		return p.streamErr(nil, "has no duplicate window, so a resent event (after a crash or an outage) would be stored twice: "+
+			"set one (nats stream edit %s --dupe-window %v)", p.cfg.Stream, p.cfg.DuplicateWindow)
+	}
+	if cfg.Duplicates < p.cfg.DuplicateWindow {
+		p.log.Warn("stream's duplicate window is shorter than configured: events resent after a longer outage may be stored twice",
+			"stream", p.cfg.Stream, "stream_window", cfg.Duplicates.String(), "configured_window", p.cfg.DuplicateWindow.String())
+	}
+	return nil
+}
+
+// apiError classifies a failed JetStream API request.
+func (p *Publisher) apiError(op string, err error) error {
+	switch {
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		return p.streamErr(err, "%s: JetStream is not enabled on the NATS server or for this account: enable it, or use core NATS mode (no stream)", op)
+	}
+	// A denied publish to the JetStream API is reported asynchronously by
+	// the server; the request itself only times out.
+	if le := p.nc.LastError(); le != nil && errors.Is(le, nats.ErrPermissionViolation) &&
+		(strings.Contains(le.Error(), "$JS.API") || strings.Contains(le.Error(), "_INBOX")) {
+		return p.streamErr(le, "%s: the NATS user may not use the JetStream API: allow it to publish to $JS.API.> "+
+			"(at least $JS.API.INFO, $JS.API.STREAM.INFO.%s and, to create the stream, $JS.API.STREAM.CREATE.%s) "+
+			"and to subscribe to _INBOX.>", op, p.cfg.Stream, p.cfg.Stream)
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 {
+		return p.streamErr(err, "%s refused by JetStream", op)
+	}
+	return fmt.Errorf("stream %q: %s: %w", p.cfg.Stream, op, err)
+}
+
+// errCodeSubjectOverlap is JetStream's error code "subjects overlap with an
+// existing stream" (nats.go has no constant for it).
+const errCodeSubjectOverlap jetstream.ErrorCode = 10065
+
+// subjectCovers reports whether filter (a subject that may hold the
+// wildcards '*' and '>') matches every subject that sub matches.
+func subjectCovers(filter, sub string) bool {
+	ft := strings.Split(filter, ".")
+	st := strings.Split(sub, ".")
+	for i, f := range ft {
+		if f == ">" {
+			return i < len(st) // '>' matches one or more remaining tokens
+		}
+		if i >= len(st) {
+			return false
+		}
+		s := st[i]
+		switch {
+		case s == ">":
+			return false // sub matches more tokens than filter
+		case f == "*":
+			// any single token, '*' included
+		case s == "*", f != s:
+			return false
+		}
+	}
+	return len(ft) == len(st)
+}
