@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderwatch/orderwatch/plentysim"
+	"github.com/orderwatch/orderwatch/schemas"
+)
+
+// buildWatcher builds the real binary once per test run.
+var buildWatcher = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "watcher-e2e-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "watcher")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func watcherBin(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs the binary")
+	}
+	bin, err := buildWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func startNATSServer(t *testing.T) *server.Server {
+	t.Helper()
+	opts := server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
+	ns, err := server.NewServer(&opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS did not start")
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestEndToEnd(t *testing.T) {
+	bin := watcherBin(t)
+	sim := plentysim.New(plentysim.Config{Seed: 42})
+	sim.Generate(200, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Minute))
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	ns := startNATSServer(t)
+	addr := freePort(t)
+	passFile := filepath.Join(t.TempDir(), "password")
+	os.WriteFile(passFile, []byte("demo\n"), 0o600)
+
+	cmd := exec.Command(bin, "run")
+	cmd.Env = append(os.Environ(),
+		"WATCHER_PLENTY_URL="+srv.URL, "WATCHER_PLENTY_USERNAME=demo", "WATCHER_PLENTY_PASSWORD_FILE="+passFile,
+		"WATCHER_NATS_URL="+ns.ClientURL(), "WATCHER_STATE_PATH="+filepath.Join(t.TempDir(), "state.db"),
+		"WATCHER_POLL_INTERVAL=500ms", "WATCHER_SETTLE=1s", "WATCHER_OVERLAP=5s", "WATCHER_HTTP_ADDR="+addr,
+		"WATCHER_SHUTDOWN_TIMEOUT=5s",
+	)
+	var logs strings.Builder
+	var logMu sync.Mutex
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logMu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+		if t.Failed() {
+			logMu.Lock()
+			t.Logf("watcher log:\n%s", logs.String())
+			logMu.Unlock()
+		}
+	}()
+
+	base := "http://" + addr
+	waitFor(t, "/readyz", 30*time.Second, func() bool { code, _ := get(base + "/readyz"); return code == 200 })
+	if code, _ := get(base + "/healthz"); code != 200 {
+		t.Errorf("/healthz = %d", code)
+	}
+
+	// Changes after the baseline become events on the stream.
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	orders := sim.Orders()
+	if orders[0].StatusID == "7.01" {
+		orders[0].StatusID = "7"
+		sim.SetStatus(orders[0].ID, "7")
+		time.Sleep(1100 * time.Millisecond) // a later second for the change under test
+	}
+	sim.SetStatus(orders[0].ID, "7.01")
+	lock := "permanentlyLocked"
+	if orders[1].LockStatus == lock {
+		lock = "unlocked"
+	}
+	sim.SetLock(orders[1].ID, lock)
+	created := sim.AddOrder(plentysim.Order{StatusID: "3"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, "ORDERS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"orders.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for len(seen) < 3 {
+		msg, err := cons.Next(jetstream.FetchMaxWait(20 * time.Second))
+		if err != nil {
+			t.Fatalf("waiting for events (have %v): %v", seen, err)
+		}
+		if err := schemas.Validate(msg.Data()); err != nil {
+			t.Errorf("event on %s does not validate: %v\n%s", msg.Subject(), err, msg.Data())
+		}
+		if msg.Headers().Get("Nats-Msg-Id") == "" || msg.Headers().Get("Content-Type") != "application/cloudevents+json" {
+			t.Errorf("headers %v", msg.Headers())
+		}
+		seen[msg.Subject()] = string(msg.Data())
+	}
+	for _, subj := range []string{
+		fmt.Sprintf("orders.status_changed.%s.7_01.%d", strings.ReplaceAll(orders[0].StatusID, ".", "_"), orders[0].ID),
+		fmt.Sprintf("orders.lock_changed.%d", orders[1].ID),
+		fmt.Sprintf("orders.created.%d", created.ID),
+	} {
+		if _, ok := seen[subj]; !ok {
+			t.Errorf("no event on %s; got %v", subj, keys(seen))
+		}
+	}
+
+	waitFor(t, "an empty outbox", 10*time.Second, func() bool {
+		_, m := get(base + "/metrics")
+		return strings.Contains(m, "orderwatch_outbox_depth 0")
+	})
+	_, metrics := get(base + "/metrics")
+	for _, name := range []string{"orderwatch_api_calls_total{code=\"200\",route=\"orders_search\"}", "orderwatch_sweep_duration_seconds_count",
+		"orderwatch_events_total{type=\"order.created\"}", "orderwatch_events_published_total", "orderwatch_outbox_depth 0",
+		"orderwatch_watermark_lag_seconds", "orderwatch_nats_connected 1", "orderwatch_api_calls_left{period=\"short\"}",
+		"orderwatch_throttle_wait_seconds_total", "orderwatch_rescans_total", "orderwatch_orders_scanned_total"} {
+		if !strings.Contains(metrics, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	logMu.Lock()
+	sweepLine := strings.Contains(logs.String(), `"msg":"sweep"`) && strings.Contains(logs.String(), `"calls":`)
+	leaked := strings.Contains(logs.String(), "demo\"") || strings.Contains(logs.String(), "access_token")
+	logMu.Unlock()
+	if !sweepLine {
+		t.Error("no JSON sweep line with its figures in the log")
+	}
+	if leaked {
+		t.Error("the log shows a credential")
+	}
+
+	// SIGTERM: exit 0 within the shutdown timeout.
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+		if took := time.Since(start); took > 6*time.Second {
+			t.Errorf("SIGTERM took %v, shutdown timeout 5s", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit 10s after SIGTERM")
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestBadConfigExits2(t *testing.T) {
+	bin := watcherBin(t)
+	tests := []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"WATCHER_PLENTY_USERNAME=u", "WATCHER_PLENTY_PASSWORD=p"}, "WATCHER_PLENTY_URL"},
+		{[]string{"WATCHER_PLENTY_URL=http://x", "WATCHER_PLENTY_USERNAME=u", "WATCHER_PLENTY_PASSWORD=p", "WATCHER_POLL_INTERVAL=soon"}, "WATCHER_POLL_INTERVAL"},
+		{[]string{"WATCHER_PLENTY_URL=http://x", "WATCHER_PLENTY_USERNAME=u", "WATCHER_PLENTY_PASSWORD=p", "WATCHER_CALL_SHARE=2"}, "WATCHER_CALL_SHARE"},
+		{[]string{"WATCHER_PLENTY_URL=http://x", "WATCHER_PLENTY_USERNAME=u", "WATCHER_PLENTY_PASSWORD_FILE=/nonexistent"}, "WATCHER_PLENTY_PASSWORD_FILE"},
+		{[]string{"WATCHER_PLENTY_URL=http://x", "WATCHER_PLENTY_USERNAME=u", "WATCHER_PLENTY_PASSWORD=p", "WATCHER_SCOPE=statusId=like:5"}, "WATCHER_SCOPE"},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command(bin, "run")
+		cmd.Env = append(cleanEnv(), tt.env...)
+		out, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 2 {
+			t.Errorf("%v: exit %v, want status 2", tt.env, err)
+		}
+		if lines := strings.Count(strings.TrimSpace(string(out)), "\n") + 1; !strings.Contains(string(out), tt.want) || lines != 1 {
+			t.Errorf("%v: output %q must be one line naming %s", tt.env, out, tt.want)
+		}
+	}
+}
+
+// cleanEnv is the environment without WATCHER_ variables.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WATCHER_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func TestDemoPrintsEvents(t *testing.T) {
+	bin := watcherBin(t)
+	cmd := exec.Command(bin, "demo", "-for", "40s", "-rate", "4", "-interval", "1s")
+	cmd.Env = cleanEnv()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(30 * time.Second)
+	var head []string
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("demo ended without an event; it printed:\n%s", strings.Join(head, "\n"))
+			}
+			head = append(head, l)
+			if strings.Contains(l, " #") && strings.Contains(l, "orders.") {
+				if !strings.Contains(strings.Join(head, "\n"), "nats --server") {
+					t.Error("the demo's first lines must say how to watch with the nats CLI")
+				}
+				cmd.Process.Signal(syscall.SIGINT)
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no event within 30s; the demo printed:\n%s", strings.Join(head, "\n"))
+		}
+	}
+}
