@@ -135,7 +135,7 @@ type emptyOutbox struct{}
 
 func (emptyOutbox) Outbox(uint64, int) ([]state.OutboxEntry, error) { return nil, nil }
 func (emptyOutbox) DeleteOutbox(...uint64) error                    { return nil }
-func (emptyOutbox) OutboxDepth() int                                 { return 0 }
+func (emptyOutbox) OutboxDepth() int                                { return 0 }
 
 // runState is `watcher state`: what the state file holds.
 func runState(stdout, stderr io.Writer) int {
