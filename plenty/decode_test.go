@@ -3,6 +3,7 @@ package plenty
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -348,4 +349,27 @@ func TestDecodeErrorBody(t *testing.T) {
 			t.Errorf("%s: an unknown shape must be kept in Body", tt.body)
 		}
 	}
+}
+
+func BenchmarkDecodePage(b *testing.B) {
+	// 250 entries shaped like the fixture's.
+	one := `{"id":%d,"referrerId":1,"roundTotalsOnly":true,"numberOfDecimals":2,"plentyId":41523,"typeId":1,"lockStatus":"unlocked","locationId":"1","createdAt":"2026-11-20T09:14:03+01:00","updatedAt":"2026-11-22T10:02:41+01:00","statusId":5.1,"ownerId":"3"}`
+	var sb strings.Builder
+	sb.WriteString(`{"page":1,"totalsCount":250,"isLastPage":true,"lastPageNumber":1,"firstOnPage":1,"lastOnPage":250,"itemsPerPage":250,"entries":[`)
+	for i := range 250 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, one, 1000+i)
+	}
+	sb.WriteString("]}")
+	body := []byte(sb.String())
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := DecodePage(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(250*float64(b.N)/b.Elapsed().Seconds(), "orders/s")
 }

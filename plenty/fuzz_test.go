@@ -157,3 +157,24 @@ func FuzzFilter(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseTimeFast(f *testing.F) {
+	for _, s := range []string{"2026-11-22T10:02:41+01:00", "2026-11-22T09:02:41Z", "2026-02-31T10:00:00+01:00", "2026-07-01T12:00:00-02:30", "0001-01-01T00:00:00Z", "2026-11-22T24:00:00+01:00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fast, ok := parseTimeFast([]byte(s))
+		ref, err := time.Parse(time.RFC3339, s)
+		if !ok {
+			return // the slow path decides
+		}
+		if err != nil {
+			t.Fatalf("fast path accepts %q, time.Parse refuses it: %v", s, err)
+		}
+		_, fo := fast.Zone()
+		_, ro := ref.Zone()
+		if !fast.Equal(ref) || fo != ro || fast.Format(time.RFC3339) != ref.Format(time.RFC3339) {
+			t.Fatalf("%q: fast %v, time.Parse %v", s, fast, ref)
+		}
+	})
+}

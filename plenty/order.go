@@ -52,6 +52,12 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 		*t = Time{}
 		return nil
 	}
+	if len(b) > 2 && b[0] == '"' && b[len(b)-1] == '"' {
+		if t2, ok := parseTimeFast(b[1 : len(b)-1]); ok {
+			*t = Time{t2}
+			return nil
+		}
+	}
 	s, err := jsonString(b)
 	if err != nil {
 		return fmt.Errorf("timestamp %s: not a string", truncate(b, 40))
@@ -91,7 +97,7 @@ func (f *FlexString) UnmarshalJSON(b []byte) error {
 		}
 		*f = FlexString(s)
 	case validNumber(string(b)):
-		*f = FlexString(b)
+		*f = FlexString(intern(b))
 	default:
 		return fmt.Errorf("want a string or a number, got %s", truncate(b, 40))
 	}

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -49,33 +52,49 @@ func (s *scanner) consume(c byte) bool {
 	return false
 }
 
+// strPlain marks the bytes that may stand in a string as they are.
+var strPlain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str reads a string and returns its raw content (escapes not resolved).
 func (s *scanner) str() (raw []byte, escaped bool, err error) {
 	if !s.consume('"') {
 		return nil, false, s.errorf("want a string")
 	}
 	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
+	b := s.b
+	for {
+		i := s.i
+		for i < len(b) && strPlain[b[i]] {
+			i++
+		}
+		s.i = i
+		if i >= len(b) {
+			return nil, false, s.errorf("string cut short")
+		}
+		switch c := b[i]; {
 		case c == '"':
-			raw = s.b[start:s.i]
+			raw = b[start:i]
 			s.i++
 			return raw, escaped, nil
 		case c == '\\':
 			escaped = true
 			s.i++
-			if s.i >= len(s.b) {
+			if s.i >= len(b) {
 				return nil, false, s.errorf("string cut short")
 			}
-			switch s.b[s.i] {
+			switch b[s.i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				s.i++
 			case 'u':
-				if s.i+5 > len(s.b) {
+				if s.i+5 > len(b) {
 					return nil, false, s.errorf("string cut short")
 				}
-				for _, h := range s.b[s.i+1 : s.i+5] {
+				for _, h := range b[s.i+1 : s.i+5] {
 					if !isHex(h) {
 						return nil, false, s.errorf("bad \\u escape")
 					}
@@ -84,13 +103,10 @@ func (s *scanner) str() (raw []byte, escaped bool, err error) {
 			default:
 				return nil, false, s.errorf("bad escape")
 			}
-		case c < 0x20:
-			return nil, false, s.errorf("control character in string")
 		default:
-			s.i++
+			return nil, false, s.errorf("control character in string")
 		}
 	}
-	return nil, false, s.errorf("string cut short")
 }
 
 func isHex(c byte) bool {
@@ -105,7 +121,7 @@ func (s *scanner) stringValue() (string, error) {
 		return "", err
 	}
 	if !escaped && utf8.Valid(raw) {
-		return string(raw), nil
+		return intern(raw), nil
 	}
 	var v string
 	if err := json.Unmarshal(s.b[start:s.i], &v); err != nil {
@@ -259,9 +275,36 @@ func (s *scanner) value() ([]byte, error) {
 // errors, JSON syntax errors too.
 func decodeOrderFast(raw []byte) (Order, error) {
 	s := scanner{b: raw}
+	o, entryErr, err := s.order()
+	if err == nil && s.peek() != 0 {
+		err = s.errorf("data after the entry")
+	}
+	if err != nil {
+		return Order{}, err
+	}
+	return o, entryErr
+}
+
+// order reads one entry of a page in place. A syntax error (err) spoils the
+// whole body; an entry error (a field of the wrong type, no id) spoils only
+// this entry, which is read to its end.
+func (s *scanner) order() (o Order, entryErr, err error) {
+	s.ws()
+	start := s.i
+	if s.peek() != '{' {
+		if err := s.skip(0); err != nil {
+			return Order{}, nil, err
+		}
+		return Order{}, errors.New("entry is not an object"), nil
+	}
 	var w wireOrder
 	var lock *string
-	err := s.object(func(key []byte) error {
+	set := func(name string, e error) {
+		if e != nil && entryErr == nil {
+			entryErr = fmt.Errorf("%s: %w", name, e)
+		}
+	}
+	err = s.object(func(key []byte) error {
 		v, err := s.value()
 		if err != nil {
 			return err
@@ -269,51 +312,50 @@ func decodeOrderFast(raw []byte) (Order, error) {
 		switch string(key) {
 		case "id":
 			var n FlexInt
-			if err := n.UnmarshalJSON(v); err != nil {
-				return fmt.Errorf("id: %w", err)
+			if e := n.UnmarshalJSON(v); e != nil {
+				set("id", e)
+			} else {
+				w.ID = &n
 			}
-			w.ID = &n
 		case "statusId":
-			return fieldErr("statusId", w.StatusID.UnmarshalJSON(v))
+			set("statusId", w.StatusID.UnmarshalJSON(v))
 		case "referrerId":
-			return fieldErr("referrerId", w.ReferrerID.UnmarshalJSON(v))
+			set("referrerId", w.ReferrerID.UnmarshalJSON(v))
 		case "plentyId":
-			return fieldErr("plentyId", w.PlentyID.UnmarshalJSON(v))
+			set("plentyId", w.PlentyID.UnmarshalJSON(v))
 		case "typeId":
-			return fieldErr("typeId", w.TypeID.UnmarshalJSON(v))
+			set("typeId", w.TypeID.UnmarshalJSON(v))
 		case "lockStatus":
-			switch {
-			case v[0] == 'n':
+			switch v[0] {
+			case 'n':
 				lock = nil
-			case v[0] == '"':
-				ls := scanner{b: v}
-				str, err := ls.stringValue()
-				if err != nil {
-					return err
-				}
+			case '"':
+				str, e := jsonString(v)
+				set("lockStatus", e)
 				lock = &str
 			default:
-				return fmt.Errorf("lockStatus: want a string, got %s", truncate(v, 40))
+				set("lockStatus", fmt.Errorf("want a string, got %s", truncate(v, 40)))
 			}
 		case "locationId":
-			return fieldErr("locationId", w.LocationID.UnmarshalJSON(v))
+			set("locationId", w.LocationID.UnmarshalJSON(v))
 		case "ownerId":
-			return fieldErr("ownerId", w.OwnerID.UnmarshalJSON(v))
+			set("ownerId", w.OwnerID.UnmarshalJSON(v))
 		case "createdAt":
-			return fieldErr("createdAt", w.CreatedAt.UnmarshalJSON(v))
+			set("createdAt", w.CreatedAt.UnmarshalJSON(v))
 		case "updatedAt":
-			return fieldErr("updatedAt", w.UpdatedAt.UnmarshalJSON(v))
+			set("updatedAt", w.UpdatedAt.UnmarshalJSON(v))
 		}
 		return nil
 	})
-	if err == nil && s.peek() != 0 {
-		err = s.errorf("data after the entry")
-	}
 	if err != nil {
-		return Order{}, err
+		return Order{}, nil, err
+	}
+	if entryErr != nil {
+		return Order{}, entryErr, nil
 	}
 	w.LockStatus = lock
-	return w.order(raw)
+	o, entryErr = w.order(s.b[start:s.i])
+	return o, entryErr, nil
 }
 
 func fieldErr(name string, err error) error {
@@ -351,12 +393,15 @@ func decodePageFast(body []byte) (*Page, error) {
 				return nil
 			}
 			for idx := 0; ; idx++ {
-				raw, err := s.value()
+				s.ws()
+				start := s.i
+				o, entryErr, err := s.order()
 				if err != nil {
 					return err
 				}
-				if o, err := decodeOrderFast(raw); err != nil {
-					p.Bad = append(p.Bad, EntryError{Index: idx, ID: rawID(raw), Raw: raw, Err: err})
+				if entryErr != nil {
+					raw := s.b[start:s.i]
+					p.Bad = append(p.Bad, EntryError{Index: idx, ID: rawID(raw), Raw: raw, Err: entryErr})
 				} else {
 					p.Orders = append(p.Orders, o)
 				}
@@ -416,4 +461,85 @@ func decodePageFast(body []byte) (*Page, error) {
 		p.Orders = []Order{}
 	}
 	return &p, nil
+}
+
+// zones caches the fixed zones of the offsets timestamps carry (one
+// *time.Location per offset instead of one per parsed timestamp).
+var zones sync.Map // offset seconds -> *time.Location
+
+func fixedZone(offset int) *time.Location {
+	if offset == 0 {
+		return time.UTC
+	}
+	if z, ok := zones.Load(offset); ok {
+		return z.(*time.Location)
+	}
+	z, _ := zones.LoadOrStore(offset, time.FixedZone("", offset))
+	return z.(*time.Location)
+}
+
+// parseTimeFast reads the common form "2026-11-22T10:02:41+01:00" (or Z)
+// without allocating; ok is false for anything else (ParseTime decides).
+func parseTimeFast(b []byte) (t time.Time, ok bool) {
+	if len(b) != 25 && len(b) != 20 {
+		return time.Time{}, false
+	}
+	num := func(i, n int) int {
+		v := 0
+		for _, c := range b[i : i+n] {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	if b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
+		return time.Time{}, false
+	}
+	year, mon, day, hour, min, sec := num(0, 4), num(5, 2), num(8, 2), num(11, 2), num(14, 2), num(17, 2)
+	if year < 1 || mon < 1 || mon > 12 || day < 1 || day > 31 || hour < 0 || hour > 23 || min < 0 || min > 59 || sec < 0 || sec > 59 {
+		return time.Time{}, false
+	}
+	offset := 0
+	switch {
+	case len(b) == 20 && b[19] == 'Z':
+	case len(b) == 25 && (b[19] == '+' || b[19] == '-') && b[22] == ':':
+		oh, om := num(20, 2), num(23, 2)
+		if oh < 0 || oh > 23 || om < 0 || om > 59 {
+			return time.Time{}, false
+		}
+		offset = (oh*60 + om) * 60
+		if b[19] == '-' {
+			offset = -offset
+		}
+	default:
+		return time.Time{}, false
+	}
+	t = time.Date(year, time.Month(mon), day, hour, min, sec, 0, fixedZone(offset))
+	if t.Day() != day { // 31 February and the like
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// interned are the short values that repeat in every page (lock states,
+// small location and owner ids): decoding them allocates nothing.
+var interned = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{"unlocked", "permanentlyLocked", "reversibleLocked", "locked"} {
+		m[s] = s
+	}
+	for i := range 1000 {
+		s := strconv.Itoa(i)
+		m[s] = s
+	}
+	return m
+}()
+
+func intern(b []byte) string {
+	if s, ok := interned[string(b)]; ok {
+		return s
+	}
+	return string(b)
 }

@@ -92,13 +92,19 @@ func benchmarkPipeline(b *testing.B, changedPct int) {
 	}
 	s := &sweep{p: p, st: &Stats{Events: map[diff.Type]int{}}, baseline: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), stop: context.Background()}
 	hi := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	pages := 0
 	process := func(body []byte) int {
 		page, err := plenty.DecodePage(body)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.commit(context.Background(), page.Orders, hi, nil); err != nil {
+		if err := s.add(page.Orders, hi); err != nil {
 			b.Fatal(err)
+		}
+		if pages++; pages%4 == 0 { // a slice of four pages: one transaction
+			if err := s.flush(nil); err != nil {
+				b.Fatal(err)
+			}
 		}
 		return len(page.Orders)
 	}

@@ -92,6 +92,11 @@ type sweep struct {
 	st       *Stats
 	baseline time.Time
 	stop     context.Context // cancelled at shutdown: no new page is started
+
+	pending      state.Commit // diffed, not yet committed
+	pendingTypes []diff.Type
+	ids          []int64
+	prev         []*diff.State
 }
 
 // run processes [lo, hi] slice by slice, oldest first, so that the
@@ -147,6 +152,11 @@ func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, error) 
 		if ok {
 			return hi, nil
 		}
+		// What the failed scan diffed is true (each entry is a state the
+		// order had): commit it, so that the rescan diffs against it.
+		if err := s.flush(nil); err != nil {
+			return lo, err
+		}
 		s.st.Rescans++
 		rescans++
 		if rescans < cfg.MaxRescans {
@@ -193,20 +203,29 @@ func (s *sweep) scan(ctx context.Context, lo, hi time.Time, first *plenty.Page) 
 		if final && seen != total {
 			return false, nil
 		}
-		var mark *time.Time
-		if final && (bad == 0 || s.p.cfg.BadEntries == BadEntrySkip) {
-			mark = &hi
-		}
-		if err := s.commit(ctx, page.Orders, hi, mark); err != nil {
+		if err := s.add(page.Orders, hi); err != nil {
 			return false, err
 		}
-		if final {
-			if mark == nil {
-				return false, fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339))
+		if !final {
+			if len(s.pending.Events) >= flushAt {
+				if err := s.flush(nil); err != nil {
+					return false, err
+				}
 			}
-			s.st.Slices++
-			return true, nil
+			continue
 		}
+		var mark *time.Time
+		if bad == 0 || s.p.cfg.BadEntries == BadEntrySkip {
+			mark = &hi
+		}
+		if err := s.flush(mark); err != nil {
+			return false, err
+		}
+		if mark == nil {
+			return false, fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339))
+		}
+		s.st.Slices++
+		return true, nil
 	}
 }
 
@@ -229,21 +248,30 @@ func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page)
 		}
 		bad += s.noteBad(page)
 		final := page.IsLastPage || int64(len(page.Orders)+len(page.Bad)) < page.ItemsPerPage || len(page.Orders) == 0
-		var mark *time.Time
-		if final && (bad == 0 || s.p.cfg.BadEntries == BadEntrySkip) {
-			mark = &hi
-		}
-		if err := s.commit(ctx, page.Orders, hi, mark); err != nil {
+		if err := s.add(page.Orders, hi); err != nil {
 			return err
 		}
-		if final {
-			if mark == nil {
-				return fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339))
+		if !final {
+			if len(s.pending.Events) >= flushAt {
+				if err := s.flush(nil); err != nil {
+					return err
+				}
 			}
-			s.st.Slices++
-			return nil
+			lastID, page = next, nil
+			continue
 		}
-		lastID, page = next, nil
+		var mark *time.Time
+		if bad == 0 || s.p.cfg.BadEntries == BadEntrySkip {
+			mark = &hi
+		}
+		if err := s.flush(mark); err != nil {
+			return err
+		}
+		if mark == nil {
+			return fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339))
+		}
+		s.st.Slices++
+		return nil
 	}
 }
 
@@ -293,9 +321,10 @@ func (s *sweep) fetch(ctx context.Context, lo, hi time.Time, page int, afterID i
 	return p, nil
 }
 
-// commit diffs a page against the snapshot and writes the changed states and
-// their events in one transaction, with the watermark when mark is set.
-func (s *sweep) commit(ctx context.Context, orders []plenty.Order, sliceHi time.Time, mark *time.Time) error {
+// add diffs a page against the snapshot and adds the changed states and
+// their events to the pending commit. The ids of one scan rise strictly, so
+// no order is twice in a pending commit.
+func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
 	cfg := s.p.cfg
 	opt := diff.Options{
 		Baseline:     s.baseline,
@@ -303,28 +332,39 @@ func (s *sweep) commit(ctx context.Context, orders []plenty.Order, sliceHi time.
 		EmitBaseline: cfg.EmitBaseline,
 		EmitUpdated:  cfg.EmitUpdated,
 	}
-	ids := make([]int64, len(orders))
-	for i, o := range orders {
-		ids[i] = o.ID
+	ids := s.ids[:0]
+	for _, o := range orders {
+		ids = append(ids, o.ID)
 	}
-	prev := make([]*diff.State, len(orders))
+	s.ids = ids
+	prev := s.prev[:0]
+	prev = append(prev, make([]*diff.State, len(orders))...)
+	s.prev = prev
 	if err := s.p.store.Lookup(ids, prev); err != nil {
 		return err
 	}
-	var c state.Commit
-	counts := map[diff.Type]int{}
 	for i, o := range orders {
 		next, store, events := diff.Decide(prev[i], o, opt)
 		if store {
-			c.States = append(c.States, state.Put{ID: o.ID, State: next})
+			s.pending.States = append(s.pending.States, state.Put{ID: o.ID, State: next})
 		}
 		for _, e := range events {
-			counts[e.Type]++
-			c.Events = append(c.Events, state.OutboxEntry{
+			s.pendingTypes = append(s.pendingTypes, e.Type)
+			s.pending.Events = append(s.pending.Events, state.OutboxEntry{
 				ID: e.ID, Subject: e.Subject(cfg.SubjectPrefix), Payload: diff.Encode(nil, e, cfg.Source),
 			})
 		}
 	}
+	return nil
+}
+
+// flush writes the pending states and events in one transaction, with the
+// watermark when mark is set (the slice is verified). A transaction per
+// slice rather than per page: a crash redoes at most one slice, and the
+// sweep pays one fsync per slice.
+func (s *sweep) flush(mark *time.Time) error {
+	cfg := s.p.cfg
+	c := s.pending
 	if mark != nil {
 		c.Watermark = mark
 		now := cfg.Now()
@@ -339,7 +379,7 @@ func (s *sweep) commit(ctx context.Context, orders []plenty.Order, sliceHi time.
 		err := s.p.store.Commit(c)
 		if !errors.Is(err, state.ErrOutboxFull) {
 			if err != nil {
-				return fmt.Errorf("commit page: %w", err)
+				return fmt.Errorf("commit: %w", err)
 			}
 			break
 		}
@@ -352,8 +392,8 @@ func (s *sweep) commit(ctx context.Context, orders []plenty.Order, sliceHi time.
 			return err
 		}
 	}
-	for t, n := range counts {
-		s.st.Events[t] += n
+	for _, t := range s.pendingTypes {
+		s.st.Events[t]++
 	}
 	if cfg.OnCommit != nil && len(c.Events) > 0 {
 		cfg.OnCommit(len(c.Events))
@@ -361,8 +401,14 @@ func (s *sweep) commit(ctx context.Context, orders []plenty.Order, sliceHi time.
 	if mark != nil {
 		s.st.Watermark = *mark
 	}
+	s.pending = state.Commit{States: c.States[:0], Events: c.Events[:0]}
+	s.pendingTypes = s.pendingTypes[:0]
 	return nil
 }
+
+// flushAt bounds a pending commit: past this many events it is written
+// before the slice ends (keyset slices can be long).
+const flushAt = 5000
 
 // cut picks the end of a shorter slice [lo, cut] expected to hold about want
 // of the window's orders. The first page is a sample of the window (in id
