@@ -92,10 +92,9 @@ func TestCrashConsistency(t *testing.T) {
 	kills := 0
 	for series := 0; kills < *crashCycles; series++ {
 		crashed := filepath.Join(dir, fmt.Sprintf("crashed-%d.db", series))
+		// Up to five kills per series, then a run is let finish: a slow
+		// machine (the race detector, a busy CI) cannot starve the series.
 		for run := 0; ; run++ {
-			if run > 200 {
-				t.Fatalf("series %d: no run completed", series)
-			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$")
 			cmd.Env = append(os.Environ(), "ORDERWATCH_CRASH_URL="+srv.URL, "ORDERWATCH_CRASH_STATE="+crashed)
 			if err := cmd.Start(); err != nil {
@@ -103,20 +102,23 @@ func TestCrashConsistency(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
+			var killAt <-chan time.Time
+			if run < 5 && kills < *crashCycles {
+				killAt = time.After(time.Duration(rng.Int64N(int64(span))))
+			}
 			select {
 			case err := <-done:
 				if err != nil {
 					t.Fatalf("series %d run %d failed: %v", series, run, err)
 				}
-			case <-time.After(time.Duration(rng.Int64N(int64(span)))):
+			case <-killAt:
 				_ = cmd.Process.Kill()
-				if err := <-done; err == nil {
-					goto completed // finished before the signal landed
+				if err := <-done; err != nil {
+					kills++
+					continue
 				}
-				kills++
-				continue
+				// finished before the signal landed
 			}
-		completed:
 			break
 		}
 		got, gotSnap := contents(t, crashed)
