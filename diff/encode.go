@@ -94,40 +94,7 @@ func appendDecimal(dst []byte, d plenty.Decimal) []byte {
 	if d.IsZero() {
 		return append(dst, "null"...)
 	}
-	if s := d.String(); isCanonical(s) {
-		return append(dst, s...) // the common case: no allocation
-	}
-	return append(dst, d.Canonical()...)
-}
-
-// isCanonical reports whether s is already the canonical form of a decimal:
-// optional '-', integer digits without leading zeros, an optional fraction
-// without trailing zeros, no exponent, not "-0".
-func isCanonical(s string) bool {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	start := i
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	intLen := i - start
-	if intLen == 0 || (intLen > 1 && s[start] == '0') {
-		return false
-	}
-	if i == len(s) {
-		return !(start == 1 && s[1:] == "0") // "-0" is not canonical
-	}
-	if s[i] != '.' {
-		return false
-	}
-	i++
-	f := i
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return i == len(s) && i > f && s[i-1] != '0'
+	return append(dst, d.Canonical()...) // no allocation when the text is canonical already
 }
 
 func appendNullableString(dst []byte, s string) []byte {

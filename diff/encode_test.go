@@ -247,20 +247,6 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-func TestIsCanonical(t *testing.T) {
-	for s, want := range map[string]bool{
-		"0": true, "5": true, "5.1": true, "-5.1": true, "0.5": true, "-0.5": true, "10": true,
-		"": false, "-0": false, "05": false, "5.10": false, "5.": false, ".5": false, "1e1": false, "-": false, "5.0": false, "00": false,
-	} {
-		if got := isCanonical(s); got != want {
-			t.Errorf("isCanonical(%q) = %v, want %v", s, got, want)
-		}
-		if want && plenty.MustDecimal(s).Canonical() != s {
-			t.Errorf("%q is not what Canonical returns", s)
-		}
-	}
-}
-
 func TestStateMarshalJSON(t *testing.T) {
 	s := stateOf(t, `statusId="5.70"`, `ownerId=`)
 	b, err := json.Marshal(s)

@@ -307,7 +307,7 @@ func (c *Client) call(ctx context.Context, r request) error {
 			wait = 0
 		}
 		c.noteFailure(r.op, err, max(wait, c.pacer.NotBefore().Sub(c.now())))
-		if err := sleepCtx(ctx, wait); err != nil {
+		if err := Sleep(ctx, wait); err != nil {
 			return fmt.Errorf("%s: %w", r.op, err)
 		}
 	}

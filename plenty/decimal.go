@@ -50,6 +50,13 @@ func (d Decimal) String() string { return d.text }
 // Canonical returns the shortest exact form: no leading zeros, no trailing
 // fractional zeros, no exponent ("05.10" -> "5.1", "1e1" -> "10", "-0" -> "0").
 func (d Decimal) Canonical() string {
+	if d.text == "" || isCanonical(d.text) {
+		return d.text // the common case (5, 5.1, 4.01): no allocation
+	}
+	return d.parsedCanonical()
+}
+
+func (d Decimal) parsedCanonical() string {
 	if d.text == "" {
 		return ""
 	}
@@ -229,4 +236,34 @@ func validNumber(s string) bool {
 		}
 	}
 	return i == len(s)
+}
+
+// isCanonical reports whether s is already the canonical form of a decimal:
+// optional '-', integer digits without leading zeros, an optional fraction
+// without trailing zeros, no exponent, not "-0".
+func isCanonical(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	start := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	intLen := i - start
+	if intLen == 0 || (intLen > 1 && s[start] == '0') {
+		return false
+	}
+	if i == len(s) {
+		return !(start == 1 && s[1:] == "0") // "-0" is not canonical
+	}
+	if s[i] != '.' {
+		return false
+	}
+	i++
+	f := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i == len(s) && i > f && s[i-1] != '0'
 }

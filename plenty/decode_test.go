@@ -54,6 +54,20 @@ func TestDecimal(t *testing.T) {
 	}
 }
 
+func TestIsCanonical(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0": true, "5": true, "5.1": true, "-5.1": true, "0.5": true, "-0.5": true, "10": true,
+		"": false, "-0": false, "05": false, "5.10": false, "5.": false, ".5": false, "1e1": false, "-": false, "5.0": false, "00": false,
+	} {
+		if got := isCanonical(s); got != want {
+			t.Errorf("isCanonical(%q) = %v, want %v", s, got, want)
+		}
+		if d, err := ParseDecimal(s); err == nil && d.Canonical() != d.parsedCanonical() {
+			t.Errorf("%q: the fast path gives %q, the parse %q", s, d.Canonical(), d.parsedCanonical())
+		}
+	}
+}
+
 func TestDecimalCmp(t *testing.T) {
 	tests := []struct {
 		a, b string

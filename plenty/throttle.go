@@ -158,12 +158,14 @@ func NewPacer(cfg PacerConfig) *Pacer {
 		cfg.Now = time.Now
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleepCtx
+		cfg.Sleep = Sleep
 	}
 	return &Pacer{cfg: cfg}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// Sleep waits d or until ctx is done, whichever comes first; it returns
+// ctx's error when ctx ended the wait.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

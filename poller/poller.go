@@ -174,7 +174,7 @@ func New(client Client, store Store, cfg Config) (*Poller, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleepCtx
+		cfg.Sleep = plenty.Sleep
 	}
 	q := plenty.Query{Filters: cfg.Scope, Complex: cfg.ScopeComplex}
 	if err := q.Validate(); err != nil {
@@ -186,15 +186,4 @@ func New(client Client, store Store, cfg Config) (*Poller, error) {
 		}
 	}
 	return &Poller{cfg: cfg, client: client, store: store, log: cfg.Logger}, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

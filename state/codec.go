@@ -78,9 +78,9 @@ func appendState(dst []byte, s *diff.State) []byte {
 	if lock == lockText {
 		dst = appendText(dst, s.LockStatus)
 	}
-	dst = appendText(dst, canonical(s.StatusID))
+	dst = appendText(dst, s.StatusID.Canonical())
 	dst = binary.AppendVarint(dst, s.TypeID)
-	dst = appendText(dst, canonical(s.ReferrerID))
+	dst = appendText(dst, s.ReferrerID.Canonical())
 	dst = binary.AppendVarint(dst, s.PlentyID)
 	dst = appendText(dst, string(s.OwnerID))
 	dst = appendText(dst, string(s.LocationID))
@@ -91,45 +91,6 @@ func appendState(dst []byte, s *diff.State) []byte {
 		dst = appendTime(dst, s.UpdatedAt.Time)
 	}
 	return dst
-}
-
-// canonical returns the canonical text of d without the allocation of
-// Decimal.Canonical when the received text is canonical already (5, 5.1, 4.01).
-func canonical(d plenty.Decimal) string {
-	if s := d.String(); isCanonical(s) {
-		return s
-	}
-	return d.Canonical()
-}
-
-// isCanonical reports whether s is the canonical form of a decimal: optional
-// '-', integer digits without leading zeros, an optional fraction without
-// trailing zeros, no exponent, not "-0". (diff has the same test for JSON.)
-func isCanonical(s string) bool {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	start := i
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	intLen := i - start
-	if intLen == 0 || (intLen > 1 && s[start] == '0') {
-		return false
-	}
-	if i == len(s) {
-		return !(start == 1 && s[1:] == "0")
-	}
-	if s[i] != '.' {
-		return false
-	}
-	i++
-	f := i
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return i == len(s) && i > f && s[i-1] != '0'
 }
 
 func appendText(dst []byte, s string) []byte {

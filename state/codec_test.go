@@ -195,12 +195,3 @@ func FuzzStateRoundTrip(f *testing.F) {
 		}
 	})
 }
-
-func TestCanonicalMatchesPlenty(t *testing.T) {
-	for _, s := range []string{"0", "5", "5.1", "-5.1", "0.5", "-0.5", "10", "-0", "05", "5.10", "1e1", "5.0", "00", "-00.10", "4.01", "1E-2"} {
-		d := plenty.MustDecimal(s)
-		if got, want := canonical(d), d.Canonical(); got != want {
-			t.Errorf("canonical(%q) = %q, want %q", s, got, want)
-		}
-	}
-}
