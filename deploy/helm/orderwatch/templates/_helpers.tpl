@@ -1,0 +1,301 @@
+{{/*
+Names. The full name is truncated at 63 characters (DNS label); suffixes are
+kept short so that <fullname>-headless and <fullname>-metrics still fit.
+*/}}
+{{- define "orderwatch.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "orderwatch.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 54 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 54 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 54 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "orderwatch.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "orderwatch.instanceLabels" -}}
+app.kubernetes.io/name: {{ include "orderwatch.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Selector labels of the watcher pod: immutable on a StatefulSet, never change
+them. The component keeps the helm test pod out of the Services and the PDB.
+*/}}
+{{- define "orderwatch.selectorLabels" -}}
+{{ include "orderwatch.instanceLabels" . }}
+app.kubernetes.io/component: watcher
+{{- end }}
+
+{{- define "orderwatch.labels" -}}
+helm.sh/chart: {{ include "orderwatch.chart" . }}
+{{ include "orderwatch.instanceLabels" . }}
+app.kubernetes.io/version: {{ include "orderwatch.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: orderwatch
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "orderwatch.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "orderwatch.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "orderwatch.imageTag" -}}
+{{- .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{- define "orderwatch.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (include "orderwatch.imageTag" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Secret holding the passwords: the one the chart creates, or existingSecret.
+*/}}
+{{- define "orderwatch.secretName" -}}
+{{- .Values.existingSecret.name | default (include "orderwatch.fullname" .) }}
+{{- end }}
+
+{{/* "true" when a NATS password / token file is mounted, else "". */}}
+{{- define "orderwatch.natsPassword" -}}
+{{- if .Values.existingSecret.name }}{{ if .Values.existingSecret.natsPasswordKey }}true{{ end }}
+{{- else if .Values.nats.password }}true{{ end }}
+{{- end }}
+{{- define "orderwatch.natsToken" -}}
+{{- if .Values.existingSecret.name }}{{ if .Values.existingSecret.natsTokenKey }}true{{ end }}
+{{- else if .Values.nats.token }}true{{ end }}
+{{- end }}
+
+{{/*
+Checks the schema cannot express. Included by the StatefulSet, so any
+install, upgrade, template or lint stops here with one clear line.
+*/}}
+{{- define "orderwatch.validate" -}}
+{{- $grace := int64 .Values.shutdown.terminationGracePeriodSeconds }}
+{{- $timeout := int64 .Values.shutdown.timeoutSeconds }}
+{{- /* The watcher may overrun its timeout by ~2s (a minimum 1s flush, 1s HTTP shutdown, closing bbolt). */}}
+{{- if lt $grace (add $timeout 5) }}
+{{- fail (printf "shutdown.terminationGracePeriodSeconds (%d) must be at least shutdown.timeoutSeconds (%d) + 5: the kubelet kills the watcher when the grace period runs out, before it has flushed the outbox and closed the state file" $grace $timeout) }}
+{{- end }}
+{{- if .Values.existingSecret.name }}
+{{- range $v := list "plenty.password" "nats.password" "nats.token" }}
+{{- $parts := splitList "." $v }}
+{{- if index $.Values (index $parts 0) (index $parts 1) }}
+{{- fail (printf "%s is set but existingSecret.name is %q: the chart would ignore it; put it in that Secret (see existingSecret.*Key) and unset %s" $v $.Values.existingSecret.name $v) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with .Values.nats.tls }}
+{{- if and .enabled (not .secretName) }}
+{{- fail "nats.tls.enabled is true but nats.tls.secretName is empty" }}
+{{- end }}
+{{- if and .enabled (not .ca) (not .cert) }}
+{{- fail "nats.tls.enabled is true but neither nats.tls.ca nor nats.tls.cert names a key" }}
+{{- end }}
+{{- if ne (empty .cert) (empty .key) }}
+{{- fail "nats.tls.cert and nats.tls.key go together (mutual TLS): set both or neither" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Mount points of the Secrets. The file names inside are fixed by "items", so
+the WATCHER_*_FILE paths do not depend on the key names in the Secret.
+*/}}
+{{- define "orderwatch.secretDir" -}}/etc/orderwatch/secret{{- end }}
+{{- define "orderwatch.natsCredsDir" -}}/etc/orderwatch/nats-creds{{- end }}
+{{- define "orderwatch.natsNkeyDir" -}}/etc/orderwatch/nats-nkey{{- end }}
+{{- define "orderwatch.natsTLSDir" -}}/etc/orderwatch/nats-tls{{- end }}
+
+{{/* Environment variables pointing at the mounted secret files. */}}
+{{- define "orderwatch.secretEnv" -}}
+- name: WATCHER_PLENTY_PASSWORD_FILE
+  value: {{ include "orderwatch.secretDir" . }}/plenty-password
+{{- if include "orderwatch.natsPassword" . }}
+- name: WATCHER_NATS_PASSWORD_FILE
+  value: {{ include "orderwatch.secretDir" . }}/nats-password
+{{- end }}
+{{- if include "orderwatch.natsToken" . }}
+- name: WATCHER_NATS_TOKEN_FILE
+  value: {{ include "orderwatch.secretDir" . }}/nats-token
+{{- end }}
+{{- if .Values.nats.credentials.secretName }}
+- name: WATCHER_NATS_CREDS
+  value: {{ include "orderwatch.natsCredsDir" . }}/nats.creds
+{{- end }}
+{{- if .Values.nats.nkey.secretName }}
+- name: WATCHER_NATS_NKEY
+  value: {{ include "orderwatch.natsNkeyDir" . }}/nkey.seed
+{{- end }}
+{{- with .Values.nats.tls }}
+{{- if .enabled }}
+{{- if .ca }}
+- name: WATCHER_NATS_TLS_CA
+  value: {{ include "orderwatch.natsTLSDir" $ }}/ca.crt
+{{- end }}
+{{- if .cert }}
+- name: WATCHER_NATS_TLS_CERT
+  value: {{ include "orderwatch.natsTLSDir" $ }}/tls.crt
+- name: WATCHER_NATS_TLS_KEY
+  value: {{ include "orderwatch.natsTLSDir" $ }}/tls.key
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "orderwatch.secretVolumeMounts" -}}
+- name: secret
+  mountPath: {{ include "orderwatch.secretDir" . }}
+  readOnly: true
+{{- if .Values.nats.credentials.secretName }}
+- name: nats-creds
+  mountPath: {{ include "orderwatch.natsCredsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.nats.nkey.secretName }}
+- name: nats-nkey
+  mountPath: {{ include "orderwatch.natsNkeyDir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.nats.tls.enabled }}
+- name: nats-tls
+  mountPath: {{ include "orderwatch.natsTLSDir" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* defaultMode 288 = 0440: readable by the owner and the fsGroup only. */}}
+{{- define "orderwatch.secretVolumes" -}}
+- name: secret
+  secret:
+    secretName: {{ include "orderwatch.secretName" . }}
+    defaultMode: 288
+    items:
+      - key: {{ ternary .Values.existingSecret.plentyPasswordKey "plenty-password" (not (empty .Values.existingSecret.name)) }}
+        path: plenty-password
+      {{- if include "orderwatch.natsPassword" . }}
+      - key: {{ ternary .Values.existingSecret.natsPasswordKey "nats-password" (not (empty .Values.existingSecret.name)) }}
+        path: nats-password
+      {{- end }}
+      {{- if include "orderwatch.natsToken" . }}
+      - key: {{ ternary .Values.existingSecret.natsTokenKey "nats-token" (not (empty .Values.existingSecret.name)) }}
+        path: nats-token
+      {{- end }}
+{{- with .Values.nats.credentials }}
+{{- if .secretName }}
+- name: nats-creds
+  secret:
+    secretName: {{ .secretName }}
+    defaultMode: 288
+    items:
+      - key: {{ .key }}
+        path: nats.creds
+{{- end }}
+{{- end }}
+{{- with .Values.nats.nkey }}
+{{- if .secretName }}
+- name: nats-nkey
+  secret:
+    secretName: {{ .secretName }}
+    defaultMode: 288
+    items:
+      - key: {{ .key }}
+        path: nkey.seed
+{{- end }}
+{{- end }}
+{{- with .Values.nats.tls }}
+{{- if .enabled }}
+- name: nats-tls
+  secret:
+    secretName: {{ .secretName }}
+    defaultMode: 288
+    items:
+      {{- if .ca }}
+      - key: {{ .ca }}
+        path: ca.crt
+      {{- end }}
+      {{- if .cert }}
+      - key: {{ .cert }}
+        path: tls.crt
+      - key: {{ .key }}
+        path: tls.key
+      {{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+What the watcher container and the test pod's container share: image,
+configuration, secret files, security context and resources.
+*/}}
+{{- define "orderwatch.containerCommon" -}}
+image: {{ include "orderwatch.image" . | quote }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+envFrom:
+  - configMapRef:
+      name: {{ include "orderwatch.fullname" . }}
+env:
+  {{- include "orderwatch.secretEnv" . | nindent 2 }}
+  {{- with .Values.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with .Values.securityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.resources }}
+resources:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Pod-level settings shared by the StatefulSet and the test pod. */}}
+{{- define "orderwatch.podCommon" -}}
+serviceAccountName: {{ include "orderwatch.serviceAccountName" . }}
+automountServiceAccountToken: {{ .Values.serviceAccount.automountServiceAccountToken }}
+# Service links would add <SERVICE>_PORT... variables; a Service called
+# "watcher-..." in the namespace would even inject WATCHER_* names.
+enableServiceLinks: false
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
