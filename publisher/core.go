@@ -67,13 +67,15 @@ func (p *Publisher) coreBatch(ctx context.Context) (int, error) {
 			Header:  nats.Header{"Nats-Msg-Id": []string{e.ID}, "Content-Type": contentType},
 		}
 		if err := p.nc.PublishMsg(m); err != nil {
-			return 0, fmt.Errorf("publish %s (outbox entry %d): %w", e.Subject, e.Seq, err)
+			return 0, fmt.Errorf("publish %s (outbox entry %d): %w", e.Subject, e.Seq, notConnected(err))
 		}
 	}
-	fctx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout)
+	// A batch on the wire is flushed and deleted even when ctx ends now:
+	// otherwise it would go out twice.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.AckTimeout)
 	defer cancel()
 	if err := p.nc.FlushWithContext(fctx); err != nil {
-		return 0, fmt.Errorf("flush %d published entries: %w", len(entries), err)
+		return 0, fmt.Errorf("flush %d published entries: %w", len(entries), notConnected(err))
 	}
 	if err := p.outbox.DeleteOutbox(seqs...); err != nil {
 		return 0, fmt.Errorf("delete %d published entries from the outbox: %w", len(entries), err)

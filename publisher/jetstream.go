@@ -79,7 +79,9 @@ func (a *jsAttempt) held() bool {
 
 func (p *Publisher) drainJetStream(ctx context.Context, untilEmpty bool) error {
 	del := p.startDeleter()
-	defer del.stop() //nolint:errcheck // a failed final delete is logged; the entries are resent and deduplicated
+	// A failed final delete is reported; those entries are sent again
+	// later and dropped by the stream as duplicates.
+	defer func() { _ = del.stop() }()
 	bo := newBackoff()
 	idle := time.NewTimer(p.cfg.Idle)
 	defer idle.Stop()
@@ -104,12 +106,20 @@ func (p *Publisher) drainJetStream(ctx context.Context, untilEmpty bool) error {
 		done, err := a.run(ctx, untilEmpty, idle, del)
 		// Every entry acknowledged so far is deleted before the outbox is
 		// read again, so it is not sent twice.
-		_ = del.flush()
+		derr := del.flush()
 		if done {
-			return nil
+			switch {
+			case derr != nil:
+				// Reported by the deleter; the entries are sent again
+				// (duplicates) and their delete retried.
+				p.wait(ctx, bo.NextBackOff())
+			case a.cursor == 0 || p.outbox.OutboxDepth() == 0:
+				return nil // this pass found the outbox empty
+			}
+			continue // committed meanwhile: another pass
 		}
-		if err == nil { // ctx ended
-			continue
+		if err == nil {
+			continue // ctx ended
 		}
 		p.failed(err)
 		if isNoStream(err) {
@@ -271,5 +281,16 @@ func (p *Publisher) publishError(pe *pending, err error) error {
 			err = fmt.Errorf("%w (the server reported: %v)", err, le)
 		}
 	}
-	return fmt.Errorf("publish %s (outbox entry %d): %w", pe.msg.Subject, pe.seq, err)
+	return fmt.Errorf("publish %s (outbox entry %d): %w", pe.msg.Subject, pe.seq, notConnected(err))
+}
+
+// notConnected names the state behind the errors of a publish while the
+// connection is down ("outbound buffer limit exceeded": the reconnect
+// buffer is disabled, see Connect).
+func notConnected(err error) error {
+	if errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("NATS not connected: %w", err)
+	}
+	return err
 }

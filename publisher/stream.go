@@ -56,10 +56,10 @@ func (p *Publisher) EnsureStream(ctx context.Context) error {
 		return nil
 	}
 	want := p.cfg.SubjectPrefix + ".>"
-	s, err := p.js.Stream(ctx, p.cfg.Stream)
+	s, err := p.lookup(ctx)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if !p.cfg.CreateStream {
-			return p.streamErr(nil, "does not exist and creating it is disabled: create it with subject %q and a duplicate window "+
+			return p.streamErr(err, "does not exist and creating it is disabled: create it with subject %q and a duplicate window "+
 				"(e.g. nats stream add %s --subjects %q --storage file --dupe-window %v), or enable stream creation",
 				want, p.cfg.Stream, want, p.cfg.DuplicateWindow)
 		}
@@ -75,6 +75,15 @@ func (p *Publisher) EnsureStream(ctx context.Context) error {
 	}
 	p.ensured.Store(true)
 	return nil
+}
+
+// lookup fetches the stream's info. Each JetStream API request waits at
+// most AckTimeout: a denied request is never answered, and a caller's long
+// deadline should not delay that error.
+func (p *Publisher) lookup(ctx context.Context) (jetstream.Stream, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout)
+	defer cancel()
+	return p.js.Stream(ctx, p.cfg.Stream)
 }
 
 func (p *Publisher) createStream(ctx context.Context, want string) (jetstream.Stream, error) {
@@ -93,11 +102,13 @@ func (p *Publisher) createStream(ctx context.Context, want string) (jetstream.St
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = -1
 	}
-	s, err := p.js.CreateStream(ctx, cfg)
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout)
+	defer cancel()
+	s, err := p.js.CreateStream(cctx, cfg)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
 		// Created meanwhile by someone else: check that one.
-		s, err = p.js.Stream(ctx, p.cfg.Stream)
+		s, err = p.lookup(ctx)
 		if err != nil {
 			return nil, p.apiError("look up", err)
 		}
@@ -152,19 +163,24 @@ func (p *Publisher) apiError(op string, err error) error {
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
 		return p.streamErr(err, "%s: JetStream is not enabled on the NATS server or for this account: enable it, or use core NATS mode (no stream)", op)
 	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		// Not ErrStream: JetStream may be starting up.
+		return fmt.Errorf("stream %q: %s: no JetStream answered: JetStream is not enabled on the NATS server or for this account "+
+			"(or is starting): enable it, or use core NATS mode (no stream): %w", p.cfg.Stream, op, err)
+	}
 	// A denied publish to the JetStream API is reported asynchronously by
 	// the server; the request itself only times out.
 	if le := p.nc.LastError(); le != nil && errors.Is(le, nats.ErrPermissionViolation) &&
 		(strings.Contains(le.Error(), "$JS.API") || strings.Contains(le.Error(), "_INBOX")) {
 		return p.streamErr(le, "%s: the NATS user may not use the JetStream API: allow it to publish to $JS.API.> "+
-			"(at least $JS.API.INFO, $JS.API.STREAM.INFO.%s and, to create the stream, $JS.API.STREAM.CREATE.%s) "+
+			"(at least $JS.API.STREAM.INFO.%s and, to create the stream, $JS.API.STREAM.CREATE.%s) "+
 			"and to subscribe to _INBOX.>", op, p.cfg.Stream, p.cfg.Stream)
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 {
 		return p.streamErr(err, "%s refused by JetStream", op)
 	}
-	return fmt.Errorf("stream %q: %s: %w", p.cfg.Stream, op, err)
+	return fmt.Errorf("stream %q: %s: %w", p.cfg.Stream, op, notConnected(err))
 }
 
 // errCodeSubjectOverlap is JetStream's error code "subjects overlap with an

