@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/state"
@@ -83,7 +85,7 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 			if err == nil {
 				err = pub.EnsureStream(ctx)
 			}
-			if err != nil && cfg.StreamCreate {
+			if err != nil && cfg.StreamCreate && errors.Is(err, jetstream.ErrStreamNotFound) {
 				fmt.Fprintf(stdout, "WARN stream %s: %v (the watcher creates it at start: WATCHER_STREAM_CREATE=true)\n", cfg.Stream, err)
 			} else {
 				report(err, fmt.Sprintf("stream %s captures %s.> with a duplicate window", cfg.Stream, cfg.SubjectPrefix), "stream "+cfg.Stream)
