@@ -69,6 +69,9 @@ type Config struct {
 	// RenewBefore: a token this close to its expiry is renewed through
 	// POST /rest/login/refresh where the service accepts it. Default 10m.
 	RenewBefore time.Duration
+	// NoRenew never renews a session (watcher check: renewing would rotate
+	// the running watcher's token).
+	NoRenew bool
 	// LoginBackoff: after a session-limit 429 or refused credentials, no
 	// login is tried again for this long. Default 5m.
 	LoginBackoff time.Duration
@@ -249,6 +252,10 @@ type request struct {
 	body                    []byte
 	auth                    bool
 	decode                  func([]byte) error // nil: body ignored
+	// final: a 2xx whose body does not decode is not retried. Login and
+	// refresh: their 2xx opened or rotated a session already; another try
+	// would open another.
+	final bool
 }
 
 // call makes the request with pacing, the session, and retries.
@@ -279,6 +286,9 @@ func (c *Client) call(ctx context.Context, r request) error {
 			if err = r.decode(body); err == nil {
 				c.noteRecovered(r.op)
 				return nil
+			}
+			if r.final {
+				return fmt.Errorf("%s: %w", r.op, err)
 			}
 			// A 200 with a body cut short or not JSON: worth another try.
 		}

@@ -3,6 +3,7 @@ package plenty_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -505,5 +506,33 @@ func TestBadConfig(t *testing.T) {
 		if _, err := plenty.New(cfg); err == nil {
 			t.Errorf("%s: want an error", name)
 		}
+	}
+}
+
+// A 200 login whose body cannot be read opened a session already: the
+// client must not try again (each try would open another), and neither the
+// error nor the log may show the token.
+func TestUnreadableLoginIsNotRetried(t *testing.T) {
+	logins := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logins++
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"access_token":"SECRET-TOKEN","expires_in":"soon"}`))
+	}))
+	defer srv.Close()
+	var logs strings.Builder
+	c, err := plenty.New(plenty.Config{BaseURL: srv.URL, Username: "u", Password: "p",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Retry: plenty.RetryConfig{Initial: time.Millisecond, MaxElapsed: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, err = c.SearchOrders(context.Background(), plenty.Query{})
+	}
+	if logins != 1 {
+		t.Errorf("%d logins, want 1 (then the login backoff)", logins)
+	}
+	if err == nil || strings.Contains(err.Error(), "SECRET") || strings.Contains(logs.String(), "SECRET") {
+		t.Errorf("err %v / log %q: want an error that does not show the token", err, logs.String())
 	}
 }

@@ -23,7 +23,7 @@ var ErrInvalidDecimal = errors.New("not a decimal number")
 
 // ParseDecimal parses a decimal in JSON number syntax (an exponent is allowed).
 func ParseDecimal(s string) (Decimal, error) {
-	if !validNumber(s) {
+	if !validNumber(s) || absurdExponent(s) {
 		return Decimal{}, fmt.Errorf("%w: %q", ErrInvalidDecimal, s)
 	}
 	return Decimal{text: s}, nil
@@ -231,8 +231,8 @@ func validNumber(s string) bool {
 		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 			i++
 		}
-		if i == e || i-e > 4 {
-			return false // no exponent digits, or an absurd exponent
+		if i == e {
+			return false // no exponent digits
 		}
 	}
 	return i == len(s)
@@ -266,4 +266,15 @@ func isCanonical(s string) bool {
 		i++
 	}
 	return i == len(s) && i > f && s[i-1] != '0'
+}
+
+// absurdExponent reports an exponent of more than four digits: no status or
+// id needs one, and expanding it exactly would cost memory.
+func absurdExponent(s string) bool {
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return false
+	}
+	digits := strings.TrimLeft(strings.TrimLeft(s[i+1:], "+-"), "0")
+	return len(digits) > 4
 }

@@ -314,7 +314,7 @@ func TestDecodeToken(t *testing.T) {
 			t.Errorf("%s: %+v", f, tok)
 		}
 	}
-	for _, bad := range []string{`{}`, `{"access_token":"x"}`, `{"access_token":"x","expires_in":0}`, `not json`, `{"accessToken":"x","expiresIn":"86400"}`} {
+	for _, bad := range []string{`{}`, `{"access_token":"x"}`, `{"access_token":"x","expires_in":0}`, `not json`, `{"accessToken":"x","expiresIn":"soon"}`} {
 		_, err := DecodeToken([]byte(bad), now)
 		if err == nil {
 			t.Errorf("DecodeToken(%s): want an error", bad)

@@ -275,7 +275,7 @@ func truncate(b []byte, n int) []byte {
 func jsonString(b []byte) (string, error) {
 	s := scanner{b: b}
 	v, err := s.stringValue()
-	if err == nil && s.peek() != 0 {
+	if err == nil && !s.atEnd() {
 		err = s.errorf("data after the string")
 	}
 	return v, err

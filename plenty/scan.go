@@ -35,6 +35,12 @@ func (s *scanner) ws() {
 	}
 }
 
+// atEnd reports whether only white space is left.
+func (s *scanner) atEnd() bool {
+	s.ws()
+	return s.i >= len(s.b)
+}
+
 // peek returns the next non-space byte, 0 at the end.
 func (s *scanner) peek() byte {
 	s.ws()
@@ -276,7 +282,7 @@ func (s *scanner) value() ([]byte, error) {
 func decodeOrderFast(raw []byte) (Order, error) {
 	s := scanner{b: raw}
 	o, entryErr, err := s.order()
-	if err == nil && s.peek() != 0 {
+	if err == nil && !s.atEnd() {
 		err = s.errorf("data after the entry")
 	}
 	if err != nil {
@@ -447,7 +453,7 @@ func decodePageFast(body []byte) (*Page, error) {
 		}
 		return nil
 	})
-	if err == nil && s.peek() != 0 {
+	if err == nil && !s.atEnd() {
 		err = s.errorf("data after the envelope")
 	}
 	if err != nil {

@@ -11,23 +11,24 @@ import (
 
 // tokenResponse accepts the login response in snake_case, camelCase or both.
 type tokenResponse struct {
-	TokenType    string `json:"token_type"`
-	ExpiresIn    *int64 `json:"expires_in"`
-	AccessToken  string `json:"access_token"`
-	RefreshToken string `json:"refresh_token"`
+	TokenType    string   `json:"token_type"`
+	ExpiresIn    *FlexInt `json:"expires_in"`
+	AccessToken  string   `json:"access_token"`
+	RefreshToken string   `json:"refresh_token"`
 
-	TokenTypeCamel    string `json:"tokenType"`
-	ExpiresInCamel    *int64 `json:"expiresIn"`
-	AccessTokenCamel  string `json:"accessToken"`
-	RefreshTokenCamel string `json:"refreshToken"`
+	TokenTypeCamel    string   `json:"tokenType"`
+	ExpiresInCamel    *FlexInt `json:"expiresIn"`
+	AccessTokenCamel  string   `json:"accessToken"`
+	RefreshTokenCamel string   `json:"refreshToken"`
 }
 
 // DecodeToken decodes a login or refresh response; expires_in is seconds
 // counted from now. A response without an access token or a lifetime is an error.
 func DecodeToken(body []byte, now time.Time) (Token, error) {
 	var r tokenResponse
+	// The body holds tokens: no error may quote it.
 	if err := json.Unmarshal(body, &r); err != nil {
-		return Token{}, &DecodeError{What: "login response", Body: truncate(body, 200), Err: err}
+		return Token{}, &DecodeError{What: "login response", Body: []byte("(not shown: may hold a token)"), Err: errors.New("not a token response")}
 	}
 	t := Token{
 		AccessToken:  first(r.AccessToken, r.AccessTokenCamel),
@@ -75,7 +76,7 @@ func (c *Client) session(ctx context.Context) (Token, error) {
 	}
 	now := c.now()
 	if c.token.Valid(now, 0) {
-		if !c.refreshRefused && c.token.RefreshToken != "" && !c.token.Valid(now, c.cfg.RenewBefore) {
+		if !c.cfg.NoRenew && !c.refreshRefused && c.token.RefreshToken != "" && !c.token.Valid(now, c.cfg.RenewBefore) {
 			c.refresh(ctx)
 		}
 		return c.token, nil
@@ -91,14 +92,15 @@ func (c *Client) login(ctx context.Context) (Token, error) {
 	body, _ := json.Marshal(map[string]string{"username": c.cfg.Username, "password": c.cfg.Password})
 	var tok Token
 	err := c.call(ctx, request{
-		op: "login", route: RouteLogin, method: http.MethodPost, path: "/rest/login", body: body,
+		op: "login", route: RouteLogin, method: http.MethodPost, path: "/rest/login", body: body, final: true,
 		decode: func(b []byte) (err error) {
 			tok, err = DecodeToken(b, c.now())
 			return err
 		},
 	})
 	if err != nil {
-		if errors.Is(err, ErrSessionLimit) || errors.Is(err, ErrInvalidCredentials) || isStatus(err, http.StatusUnauthorized) {
+		var de *DecodeError
+		if errors.Is(err, ErrSessionLimit) || errors.Is(err, ErrInvalidCredentials) || isStatus(err, http.StatusUnauthorized) || errors.As(err, &de) {
 			c.loginBlocked = c.now().Add(c.cfg.LoginBackoff)
 			c.loginBlockErr = err
 			c.log.Error("login refused; no new login before the backoff has passed",
@@ -120,7 +122,7 @@ func (c *Client) refresh(ctx context.Context) {
 	var tok Token
 	err := c.call(ctx, request{
 		op: "refresh token", route: RouteRefresh, method: http.MethodPost, path: "/rest/login/refresh",
-		body: body, auth: false,
+		body: body, auth: false, final: true,
 		decode: func(b []byte) (err error) {
 			tok, err = DecodeToken(b, c.now())
 			return err

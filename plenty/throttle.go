@@ -22,7 +22,7 @@ const (
 type Period struct {
 	Present   bool // at least one header of this limit was sent
 	Limit     int
-	CallsLeft int
+	CallsLeft int // -1 when not sent or unreadable
 	Decay     time.Duration
 	Reset     time.Time // zero when not sent
 }
@@ -69,7 +69,7 @@ func serverNow(h http.Header, now time.Time) time.Time {
 }
 
 func parsePeriod(h http.Header, prefix string) Period {
-	var p Period
+	p := Period{CallsLeft: -1}
 	num := func(suffix string) (int64, bool) {
 		v := strings.TrimSpace(h.Get(prefix + suffix))
 		if v == "" {
@@ -237,6 +237,9 @@ func (p *Pacer) Observe(status int, t Throttle) {
 	}{{t.Short, p.cfg.Reserve, true}, {t.Route, p.cfg.Reserve, true}, {t.Long, p.cfg.LongReserve, false}} {
 		if !per.Present || per.Limit == 0 {
 			continue
+		}
+		if per.CallsLeft < 0 {
+			continue // unknown: no decision on a guess
 		}
 		if per.CallsLeft <= per.reserve {
 			// Decay is whole seconds, rounded down by the service: wait one more.

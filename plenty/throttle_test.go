@@ -59,7 +59,7 @@ func TestParseThrottleTolerant(t *testing.T) {
 	h.Set("Retry-After", "soon")
 	h.Set("Date", "yesterday")
 	th := ParseThrottle(h, time.Now())
-	if !th.Short.Present || th.Short.Limit != 0 || th.Short.CallsLeft != 0 || th.Short.Decay != 0 || th.RetryAfter != 0 || !th.ServerTime.IsZero() {
+	if !th.Short.Present || th.Short.Limit != 0 || th.Short.CallsLeft != -1 || th.Short.Decay != 0 || th.RetryAfter != 0 || !th.ServerTime.IsZero() {
 		t.Errorf("malformed values must be ignored: %+v", th)
 	}
 	h = http.Header{}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -131,13 +132,22 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 func redactedServers(nc *nats.Conn) []string {
 	var out []string
 	for _, s := range nc.Servers() {
-		out = append(out, redactURL(s))
+		out = append(out, RedactURL(s))
 	}
 	return out
 }
 
-// redactURL hides the user information of a URL (user:password or a token).
-func redactURL(s string) string {
+// RedactURL hides the user and password of a URL for logs; a list of
+// comma-separated URLs is redacted one by one.
+func RedactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = redactOne(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
+}
+
+func redactOne(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return "(unparsable URL)"

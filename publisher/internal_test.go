@@ -49,9 +49,10 @@ func TestRedactURL(t *testing.T) {
 		"nats://user:secret@host:4222": "nats://redacted@host:4222",
 		"nats://s3cr3t-token@host":     "nats://redacted@host",
 		"nats://host:4222":             "nats://host:4222",
+		"nats://a:b@h1,nats://c:d@h2":  "nats://redacted@h1,nats://redacted@h2",
 	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

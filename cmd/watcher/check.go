@@ -45,7 +45,7 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	client, err := plenty.New(plenty.Config{
 		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
 		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
-		Tokens: checkTokens(cfg.StatePath), Retry: plenty.RetryConfig{MaxElapsed: 20 * time.Second},
+		Tokens: checkTokens(cfg.StatePath), NoRenew: true, Retry: plenty.RetryConfig{MaxElapsed: 20 * time.Second},
 	})
 	if err != nil {
 		report(err, "", "client")
@@ -73,7 +73,7 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 		defer nc.Close()
 		err = waitConnected(ctx, nc.IsConnected, 10*time.Second)
 	}
-	report(err, "connected to NATS at "+cfg.NATSURL, "NATS")
+	report(err, "connected to NATS at "+publisher.RedactURL(cfg.NATSURL), "NATS")
 	if err == nil {
 		if cfg.Stream == "" {
 			fmt.Fprintln(stdout, "WARN WATCHER_STREAM is empty: core NATS mode, at most once (a subscriber that is not connected misses events)")

@@ -131,7 +131,7 @@ func (d *daemon) run(ctx context.Context) error {
 			d.log.Error("HTTP server stopped", "err", err)
 		}
 	}()
-	d.log.Info("orderwatch started", "version", version, "service", d.cfg.PlentyURL, "nats", d.cfg.NATSURL,
+	d.log.Info("orderwatch started", "version", version, "service", d.cfg.PlentyURL, "nats", publisher.RedactURL(d.cfg.NATSURL),
 		"stream", d.cfg.Stream, "state", d.cfg.StatePath, "http", d.ln.Addr().String(), "interval", d.cfg.PollInterval.String())
 
 	var wg sync.WaitGroup
