@@ -324,9 +324,12 @@ func (c *Client) call(ctx context.Context, r request) error {
 }
 
 // exchange sends one request and reads the whole body. A transport error or
-// a body cut short is returned as err (retryable).
+// a body cut short is returned as err (retryable). A request once sent is
+// finished even when ctx is cancelled (shutdown), bounded by the timeout:
+// its answer may carry a page worth committing, and a login half done
+// would leave a session behind.
 func (c *Client) exchange(ctx context.Context, r request, access string) (status int, body []byte, err error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 	defer cancel()
 	u := *c.base
 	u.Path += r.path

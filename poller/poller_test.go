@@ -475,3 +475,17 @@ func TestNaivePagerMisses(t *testing.T) {
 	}
 	t.Logf("the naive pager ended with %d of 600 orders in a wrong state", missed)
 }
+
+// TestFirstSyncCallCost: a first sync of a large, busy shop costs close to
+// the pages it must read, not a probe per handful of orders.
+func TestFirstSyncCallCost(t *testing.T) {
+	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{ShortLimit: 1 << 30, LongLimit: 1 << 30}}, poller.Config{})
+	e.sim.Generate(20000, t0.Add(-29*24*time.Hour), t0.Add(-time.Minute))
+	st := e.sweep()
+	optimum := 20000 / 250
+	t.Logf("first sync of 20,000 orders: %d calls in %d slices (pages alone: %d)", st.Calls, st.Slices, optimum)
+	if st.Calls > optimum*3/2 {
+		t.Errorf("%d calls, more than 1.5x the %d pages", st.Calls, optimum)
+	}
+	e.assertSnapshotMatches()
+}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
@@ -25,10 +26,10 @@ var (
 // verified slices, and returns its figures. On error the figures say how far
 // it got; the watermark stays at the last verified slice.
 //
-// When ctx is cancelled (shutdown), the page in hand is finished and
-// committed, then Sweep returns ctx's error: a call in flight is not cut.
-func (p *Poller) Sweep(stop context.Context) (st Stats, err error) {
-	ctx := context.WithoutCancel(stop)
+// When ctx is cancelled (shutdown), the call in flight is finished (the
+// client does not cut it), what was read is committed, no new call is
+// started, and Sweep returns ctx's error.
+func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	st = Stats{Start: p.cfg.Now(), Events: map[diff.Type]int{}}
 	defer func() { st.Duration = p.cfg.Now().Sub(st.Start) }()
 
@@ -64,7 +65,7 @@ func (p *Poller) Sweep(stop context.Context) (st Stats, err error) {
 	if !hi.After(lo) {
 		return st, nil
 	}
-	sw := &sweep{p: p, st: &st, baseline: meta.Baseline, stop: stop}
+	sw := &sweep{p: p, st: &st, baseline: meta.Baseline, baselineDone: meta.BaselineDone, stop: ctx}
 	return st, sw.run(ctx, lo, hi)
 }
 
@@ -88,10 +89,14 @@ func (p *Poller) serverNow(ctx context.Context, st *Stats) (time.Time, error) {
 
 // sweep is the state of one sweep.
 type sweep struct {
-	p        *Poller
-	st       *Stats
-	baseline time.Time
-	stop     context.Context // cancelled at shutdown: no new page is started
+	p            *Poller
+	st           *Stats
+	baseline     time.Time
+	baselineDone bool
+	stop         context.Context // cancelled at shutdown: no new page is started
+
+	width time.Duration // the span of the last slice, carried to the next (0: the whole window)
+	want  int64         // orders a slice may hold: SlicePages x the envelope's page size
 
 	pending      state.Commit // diffed, not yet committed
 	pendingTypes []diff.Type
@@ -105,15 +110,25 @@ func (s *sweep) run(ctx context.Context, lo, hi time.Time) error {
 	cur := lo
 	for {
 		end := hi
-		if cur.Before(s.baseline) && s.baseline.Before(end) {
+		if !s.baselineDone && cur.Before(s.baseline) && s.baseline.Before(end) {
 			end = s.baseline // the baseline's records stay silent, the rest does not
 		}
-		done, err := s.slice(ctx, cur, end)
+		if s.width > 0 && cur.Add(s.width).Before(end) {
+			end = cur.Add(s.width)
+		}
+		done, total, err := s.slice(ctx, cur, end)
 		if err != nil {
 			return err
 		}
 		if !done.Before(hi) {
 			return nil
+		}
+		// The next slice starts as wide as this one, twice as wide when this
+		// one was less than half full: no call is spent probing the whole
+		// rest of a large window again.
+		s.width = max(done.Sub(cur), time.Second)
+		if 2*total < s.want {
+			s.width *= 2
 		}
 		// The next slice starts at the second this one ended in (entries of
 		// that second diff to nothing), or after it when the slice was a
@@ -128,34 +143,36 @@ func (s *sweep) run(ctx context.Context, lo, hi time.Time) error {
 
 // slice verifies and commits [lo, hi] or a shorter slice [lo, cut] when the
 // window holds too many orders; it returns the upper bound it verified.
-func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, error) {
+// The total is the number of orders the verified slice held.
+func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, int64, error) {
 	cfg := s.p.cfg
 	rescans := 0
 	for {
 		first, err := s.fetch(ctx, lo, hi, 1, 0)
 		if err != nil {
-			return lo, err
+			return lo, 0, err
 		}
 		ipp := max(first.ItemsPerPage, 1)
+		s.want = int64(cfg.SlicePages) * ipp
 		pages := (first.TotalsCount + ipp - 1) / ipp
 		if pages > int64(cfg.SlicePages) && hi.Sub(lo) >= time.Second {
-			hi = cut(lo, hi, first, int64(cfg.SlicePages)*ipp)
+			hi = cut(lo, hi, first, s.want)
 			continue
 		}
 		if pages > int64(cfg.SlicePages) && cfg.Keyset {
-			return hi, s.keyset(ctx, lo, hi, first)
+			return hi, first.TotalsCount, s.keyset(ctx, lo, hi, first)
 		}
 		ok, err := s.scan(ctx, lo, hi, first)
 		if err != nil {
-			return lo, err
+			return lo, 0, err
 		}
 		if ok {
-			return hi, nil
+			return hi, first.TotalsCount, nil
 		}
 		// What the failed scan diffed is true (each entry is a state the
 		// order had): commit it, so that the rescan diffs against it.
 		if err := s.flush(nil); err != nil {
-			return lo, err
+			return lo, 0, err
 		}
 		s.st.Rescans++
 		rescans++
@@ -168,9 +185,9 @@ func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, error) 
 			continue
 		}
 		if cfg.Keyset {
-			return hi, s.keyset(ctx, lo, hi, nil)
+			return hi, 0, s.keyset(ctx, lo, hi, nil)
 		}
-		return lo, fmt.Errorf("%w: %s changed during %d scans", ErrUnverified, lo.Format(time.RFC3339), rescans)
+		return lo, 0, fmt.Errorf("%w: %s changed during %d scans", ErrUnverified, lo.Format(time.RFC3339), rescans)
 	}
 }
 
@@ -247,7 +264,17 @@ func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page)
 			return fmt.Errorf("%w: keyset page not in ascending id order", ErrUnverified)
 		}
 		bad += s.noteBad(page)
-		final := page.IsLastPage || int64(len(page.Orders)+len(page.Bad)) < page.ItemsPerPage || len(page.Orders) == 0
+		// With orderId=gt:, totalsCount counts what is left.
+		n := int64(len(page.Orders) + len(page.Bad))
+		final := page.IsLastPage || n >= page.TotalsCount || n == 0
+		if !final && len(page.Bad) > 0 && page.Bad[len(page.Bad)-1].Index == int(n)-1 {
+			// The page ends in an unreadable entry: page on past its id.
+			id, err := strconv.ParseInt(strings.Trim(page.Bad[len(page.Bad)-1].ID, `"`), 10, 64)
+			if err != nil || id <= next {
+				return fmt.Errorf("%w: keyset paging cannot pass an entry without a readable id", ErrBadEntries)
+			}
+			next = id
+		}
 		if err := s.add(page.Orders, hi); err != nil {
 			return err
 		}
@@ -297,6 +324,10 @@ func (s *sweep) noteBad(page *plenty.Page) int {
 // fetch reads one page of the window; afterID > 0 adds the keyset filter.
 func (s *sweep) fetch(ctx context.Context, lo, hi time.Time, page int, afterID int64) (*plenty.Page, error) {
 	if err := s.stop.Err(); err != nil {
+		// Shutdown: keep what was read (without moving the watermark).
+		if ferr := s.flush(nil); ferr != nil {
+			s.p.log.Warn("commit at shutdown failed; the next start reads it again", "err", ferr)
+		}
 		return nil, err
 	}
 	cfg := s.p.cfg
@@ -328,7 +359,7 @@ func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
 	cfg := s.p.cfg
 	opt := diff.Options{
 		Baseline:     s.baseline,
-		InBaseline:   !sliceHi.After(s.baseline),
+		InBaseline:   !s.baselineDone && !sliceHi.After(s.baseline),
 		EmitBaseline: cfg.EmitBaseline,
 		EmitUpdated:  cfg.EmitUpdated,
 	}
@@ -411,24 +442,23 @@ func (s *sweep) flush(mark *time.Time) error {
 const flushAt = 5000
 
 // cut picks the end of a shorter slice [lo, cut] expected to hold about want
-// of the window's orders. The first page is a sample of the window (in id
-// order, so spread over time): the cut lies before the sample's quantile
-// want/total, and before that quantile's second, so a second that holds a
-// bulk change becomes a slice of its own. Without a usable sample it cuts in
-// proportion to time. The result is in [lo, hi-1s].
-func cut(lo, hi time.Time, sample *plenty.Page, want int64) time.Time {
-	var times []time.Time
-	for _, o := range sample.Orders {
-		if t := o.UpdatedAt.Time; !t.Before(lo) && !t.After(hi) {
-			times = append(times, t)
+// of the window's orders: in proportion to time, assuming changes spread
+// evenly (a cut still too large is cut again). When most of the first page
+// shares one second, that second holds a bulk change: the cut lies just
+// before it, so the bulk second becomes a slice of its own. The first page
+// is the window's lowest ids, not a fair sample of its times, so it is used
+// only for that. The result is in [lo, hi-1s].
+func cut(lo, hi time.Time, first *plenty.Page, want int64) time.Time {
+	c := lo.Add(time.Duration(float64(hi.Sub(lo)) * float64(want) / float64(first.TotalsCount)))
+	if len(first.Orders) >= 10 {
+		counts := map[int64]int{}
+		for _, o := range first.Orders {
+			counts[o.UpdatedAt.Unix()]++
 		}
-	}
-	c := lo.Add(time.Duration(float64(hi.Sub(lo)) * float64(want) / float64(sample.TotalsCount)))
-	if len(times) > 0 {
-		slices.SortFunc(times, time.Time.Compare)
-		k := int(int64(len(times)) * want / sample.TotalsCount)
-		if k < len(times) {
-			c = times[k].Truncate(time.Second).Add(-time.Second)
+		for sec, n := range counts {
+			if at := time.Unix(sec, 0); 10*n >= 9*len(first.Orders) && !at.Before(lo) && !at.After(hi) {
+				c = at.Add(-time.Second)
+			}
 		}
 	}
 	c = c.Truncate(time.Second)

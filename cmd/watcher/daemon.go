@@ -156,7 +156,13 @@ func (d *daemon) run(ctx context.Context) error {
 	<-ctx.Done()
 	start := time.Now()
 	d.log.Info("shutting down: finishing the page in hand, then flushing the outbox", "timeout", d.cfg.ShutdownTimeout.String())
-	wg.Wait()
+	loops := make(chan struct{})
+	go func() { wg.Wait(); close(loops) }()
+	select {
+	case <-loops:
+	case <-time.After(d.cfg.ShutdownTimeout):
+		d.log.Warn("the sweep or publish loop did not stop within the shutdown timeout; exiting without waiting")
+	}
 	flushCtx, cancel := context.WithTimeout(context.Background(), max(d.cfg.ShutdownTimeout-time.Since(start), time.Second))
 	defer cancel()
 	err := d.pub.Flush(flushCtx)
