@@ -489,3 +489,20 @@ func TestFirstSyncCallCost(t *testing.T) {
 	}
 	e.assertSnapshotMatches()
 }
+
+// TestLateCommitAfterBaseline: an order that becomes visible late, with an
+// updatedAt just before the baseline point, is first seen by the overlap of
+// the next sweep: it must be announced (order.discovered), not recorded
+// silently as if it were part of the baseline.
+func TestLateCommitAfterBaseline(t *testing.T) {
+	e := newEnv(t, plentysim.Config{}, poller.Config{})
+	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
+	e.sweep() // baseline up to t0 - settle
+	late := e.sim.AddOrder(plentysim.Order{CreatedAt: t0.Add(-2 * time.Hour), UpdatedAt: t0.Add(-10 * time.Second)})
+	e.clk.Advance(5 * time.Second)
+	e.sweep()
+	evs := e.events()
+	if len(evs) != 1 || evs[0].Type != string(diff.Discovered) || evs[0].Data.OrderID != late.ID {
+		t.Fatalf("events %+v, want one order.discovered for %d", evs, late.ID)
+	}
+}
