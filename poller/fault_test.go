@@ -215,3 +215,47 @@ func TestNextGap(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownDuringThrottleBlock: a sweep waiting out a long Retry-After
+// returns as soon as it is told to stop.
+func TestShutdownDuringThrottleBlock(t *testing.T) {
+	sim := plentysim.New(plentysim.Config{Seed: 9, Limits: plentysim.Limits{ShortLimit: 3, ShortPeriod: time.Hour}})
+	sim.Generate(10, time.Now().Add(-time.Hour), time.Now().Add(-time.Minute))
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	store, err := state.Open(t.TempDir()+"/state.db", state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	client, _ := plenty.New(plenty.Config{BaseURL: srv.URL, Username: "demo", Password: "demo", Tokens: store})
+	p, err := poller.New(client, store, poller.Config{StartFrom: time.Now().Add(-2 * time.Hour), Settle: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := p.Sweep(ctx); ctx.Err() != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	// Login + probe + sweep pages use the 3 calls; the next call meets the
+	// pacer's block of about an hour.
+	deadline := time.Now().Add(10 * time.Second)
+	for client.Pacer().NotBefore().Before(time.Now().Add(time.Minute)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pacer never blocked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the sweep did not return within 3s of the cancel while the pacer blocked")
+	}
+}
