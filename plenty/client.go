@@ -100,7 +100,8 @@ type Client struct {
 	tokenLoaded    bool
 	loginBlocked   time.Time // no login before this
 	loginBlockErr  error
-	refreshRefused bool // the service does not renew tokens: re-login on expiry
+	refreshRefused bool      // the service does not renew tokens: re-login on expiry
+	refreshRetry   time.Time // no renewal attempt before this (after a transient failure)
 
 	clockMu      sync.Mutex
 	serverOffset time.Duration // server clock - local clock, from Date headers
@@ -298,6 +299,11 @@ func (c *Client) call(ctx context.Context, r request) error {
 				relogged = true
 				c.dropToken(ctx, tok)
 				continue
+			}
+			if status == http.StatusUnauthorized && r.auth {
+				// A fresh session refused too: logging in again each sweep
+				// would only pile up sessions.
+				c.holdLogin(apiErr)
 			}
 			if !apiErr.Retryable() {
 				return apiErr

@@ -536,3 +536,31 @@ func TestUnreadableLoginIsNotRetried(t *testing.T) {
 		t.Errorf("err %v / log %q: want an error that does not show the token", err, logs.String())
 	}
 }
+
+// A service that refuses even a fresh session (401 on every call) must not
+// make the client log in again on every call: sessions would pile up.
+func TestRepeated401HoldsLogin(t *testing.T) {
+	logins := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/rest/login" {
+			logins++
+			w.Write([]byte(`{"access_token":"t","expires_in":86400}`))
+			return
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"message":"Unauthenticated.","code":401}}`))
+	}))
+	defer srv.Close()
+	c, err := plenty.New(plenty.Config{BaseURL: srv.URL, Username: "u", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := c.SearchOrders(context.Background(), plenty.Query{}); !errors.Is(err, plenty.ErrUnauthorized) {
+			t.Fatalf("err = %v, want ErrUnauthorized", err)
+		}
+	}
+	if logins != 2 {
+		t.Errorf("%d logins for 5 refused calls, want 2 (the first, one retry, then the backoff)", logins)
+	}
+}

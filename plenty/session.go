@@ -76,7 +76,7 @@ func (c *Client) session(ctx context.Context) (Token, error) {
 	}
 	now := c.now()
 	if c.token.Valid(now, 0) {
-		if !c.cfg.NoRenew && !c.refreshRefused && c.token.RefreshToken != "" && !c.token.Valid(now, c.cfg.RenewBefore) {
+		if !c.cfg.NoRenew && !c.refreshRefused && c.token.RefreshToken != "" && !now.Before(c.refreshRetry) && !c.token.Valid(now, c.cfg.RenewBefore) {
 			c.refresh(ctx)
 		}
 		return c.token, nil
@@ -101,10 +101,7 @@ func (c *Client) login(ctx context.Context) (Token, error) {
 	if err != nil {
 		var de *DecodeError
 		if errors.Is(err, ErrSessionLimit) || errors.Is(err, ErrInvalidCredentials) || isStatus(err, http.StatusUnauthorized) || errors.As(err, &de) {
-			c.loginBlocked = c.now().Add(c.cfg.LoginBackoff)
-			c.loginBlockErr = err
-			c.log.Error("login refused; no new login before the backoff has passed",
-				"err", err, "retry_at", c.loginBlocked.Format(time.RFC3339))
+			c.blockLogin(err)
 		}
 		return Token{}, err
 	}
@@ -137,7 +134,8 @@ func (c *Client) refresh(ctx context.Context) {
 		c.refreshRefused = true
 		c.log.Warn("the service does not renew sessions; logging in again when the token expires", "err", err)
 	default:
-		c.log.Warn("session renewal failed; using the current token", "err", err)
+		c.refreshRetry = c.now().Add(time.Minute)
+		c.log.Warn("session renewal failed; using the current token, trying again in a minute", "err", err)
 	}
 }
 
@@ -162,4 +160,19 @@ func (c *Client) dropToken(ctx context.Context, rejected Token) {
 func isStatus(err error, status int) bool {
 	var apiErr *APIError
 	return errors.As(err, &apiErr) && apiErr.Status == status
+}
+
+// blockLogin holds back new logins for LoginBackoff (sessMu held).
+func (c *Client) blockLogin(err error) {
+	c.loginBlocked = c.now().Add(c.cfg.LoginBackoff)
+	c.loginBlockErr = err
+	c.log.Error("login refused; no new login before the backoff has passed",
+		"err", err, "retry_at", c.loginBlocked.Format(time.RFC3339))
+}
+
+// holdLogin is blockLogin for callers without sessMu.
+func (c *Client) holdLogin(err error) {
+	c.sessMu.Lock()
+	defer c.sessMu.Unlock()
+	c.blockLogin(err)
 }
