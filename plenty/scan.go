@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -470,18 +470,24 @@ func decodePageFast(body []byte) (*Page, error) {
 }
 
 // zones caches the fixed zones of the offsets timestamps carry (one
-// *time.Location per offset instead of one per parsed timestamp).
-var zones sync.Map // offset seconds -> *time.Location
+// *time.Location per offset instead of one per parsed timestamp). Offsets
+// are whole quarter hours in practice; others get a zone of their own.
+var zones [4 * 48]atomic.Pointer[time.Location] // -24h..+24h in 15-minute steps
 
 func fixedZone(offset int) *time.Location {
 	if offset == 0 {
 		return time.UTC
 	}
-	if z, ok := zones.Load(offset); ok {
-		return z.(*time.Location)
+	i := offset/900 + 4*24
+	if offset%900 != 0 || i < 0 || i >= len(zones) {
+		return time.FixedZone("", offset)
 	}
-	z, _ := zones.LoadOrStore(offset, time.FixedZone("", offset))
-	return z.(*time.Location)
+	if z := zones[i].Load(); z != nil {
+		return z
+	}
+	z := time.FixedZone("", offset)
+	zones[i].Store(z)
+	return z
 }
 
 // parseTimeFast reads the common form "2026-11-22T10:02:41+01:00" (or Z)
