@@ -172,28 +172,7 @@ func (s *scanner) skip(depth int) error {
 	}
 	switch c := s.peek(); {
 	case c == '{':
-		s.i++
-		if s.consume('}') {
-			return nil
-		}
-		for {
-			if _, _, err := s.str(); err != nil {
-				return err
-			}
-			if !s.consume(':') {
-				return s.errorf("want ':'")
-			}
-			if err := s.skip(depth + 1); err != nil {
-				return err
-			}
-			if s.consume(',') {
-				continue
-			}
-			if s.consume('}') {
-				return nil
-			}
-			return s.errorf("want ',' or '}'")
-		}
+		return s.object(func([]byte) error { return s.skip(depth + 1) })
 	case c == '[':
 		s.i++
 		if s.consume(']') {
