@@ -263,6 +263,25 @@ func (p *Publisher) Notify() {
 // Connected reports whether the NATS connection is up (readiness).
 func (p *Publisher) Connected() bool { return p.nc.IsConnected() }
 
+// Ready says why publishing does not work right now, or nil: NATS
+// disconnected, the stream not (yet) checked, or publishing failing since
+// the last success (for the watcher's readiness probe).
+func (p *Publisher) Ready() error {
+	if !p.nc.IsConnected() {
+		return errors.New("NATS not connected")
+	}
+	p.failMu.Lock()
+	cause, since := p.failCause, p.failSince
+	p.failMu.Unlock()
+	if cause != "" {
+		return fmt.Errorf("publishing failing since %s: %s", since.Format(time.RFC3339), cause)
+	}
+	if p.cfg.Stream != "" && !p.ensured.Load() {
+		return fmt.Errorf("stream %s not checked yet", p.cfg.Stream)
+	}
+	return nil
+}
+
 // Published is the number of entries acknowledged (PubAck, or flushed in core
 // NATS mode) and deleted from the outbox since New.
 func (p *Publisher) Published() uint64 { return p.published.Load() }

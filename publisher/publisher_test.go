@@ -445,3 +445,20 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Error("New accepted a nil outbox")
 	}
 }
+
+func TestReady(t *testing.T) {
+	srv := runServer(t, nil)
+	st := openStore(t, false)
+	nc := connect(t, srv.url())
+	p := newPublisher(t, nc, st)
+	if err := p.Ready(); err == nil {
+		t.Error("ready before the stream was checked")
+	}
+	stop := startRun(t, p)
+	defer stop()
+	waitFor(t, 10*time.Second, "ready", func() bool { return p.Ready() == nil })
+	srv.shutdown()
+	waitFor(t, 10*time.Second, "not ready while NATS is down", func() bool { return p.Ready() != nil })
+	srv.restart()
+	waitFor(t, 20*time.Second, "ready again", func() bool { return p.Ready() == nil })
+}

@@ -210,8 +210,8 @@ func (d *daemon) ready() (bool, string) {
 		return false, "no verified sweep yet"
 	case time.Since(time.Unix(0, last)) > window:
 		return false, fmt.Sprintf("no verified sweep for %s", time.Since(time.Unix(0, last)).Round(time.Second))
-	case !d.pub.Connected():
-		return false, "NATS not connected (or the stream not usable)"
+	case d.pub.Ready() != nil:
+		return false, d.pub.Ready().Error()
 	case d.cfg.OutboxMax > 0 && d.store.OutboxDepth() >= d.cfg.OutboxMax:
 		return false, "outbox full"
 	}
