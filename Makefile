@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz demo sim
+.PHONY: all test vet fmt bench fuzz demo sim faults
 
 all: fmt vet test
 
@@ -28,3 +28,9 @@ fuzz:
 
 sim:
 	$(GO) run ./cmd/plentysim
+
+# The fault suite at full length: the real binary under kill -9 (50 cycles),
+# a 30 s NATS outage, 429 storms, garbage responses, short token lifetimes,
+# a second instance and SIGTERM under load. `go test` runs a short variant.
+faults:
+	$(GO) test -run 'TestFault|TestCrashConsistency' -v -timeout 60m ./cmd/watcher ./poller -args -fault-long -crash-cycles=60
