@@ -33,4 +33,5 @@ sim:
 # a 30 s NATS outage, 429 storms, garbage responses, short token lifetimes,
 # a second instance and SIGTERM under load. `go test` runs a short variant.
 faults:
-	$(GO) test -run 'TestFault|TestCrashConsistency' -v -timeout 60m ./cmd/watcher ./poller -args -fault-long -crash-cycles=60
+	$(GO) test -run 'TestFault' -v -timeout 60m ./cmd/watcher -args -fault-long
+	$(GO) test -run 'TestCrashConsistency' -v -timeout 30m ./poller -args -crash-cycles=60
