@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz demo sim faults
+.PHONY: all test vet fmt bench fuzz demo sim faults soak
 
 all: fmt vet test
 
@@ -35,3 +35,8 @@ sim:
 faults:
 	$(GO) test -run 'TestFault' -v -timeout 60m ./cmd/watcher -args -fault-long
 	$(GO) test -run 'TestCrashConsistency' -v -timeout 30m ./poller -args -crash-cycles=60
+
+# 30 minutes at three times a busy shop's change rate, a random fault every
+# minute; logs heap, goroutines and state file size each minute.
+soak:
+	$(GO) test -run 'TestSoak' -v -timeout 60m ./cmd/watcher -args -soak=30m

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -399,4 +402,73 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 	waitReady(t, f.addr)
 	f.quiesce()
 	t.Logf("SIGTERM under load: exit 0 in %v, %d events checked after the restart", took.Round(time.Millisecond), f.check())
+}
+
+var soak = flag.Duration("soak", 0, "run TestSoak for this long (e.g. 30m)")
+
+// metricValue reads one unlabelled figure from /metrics text.
+func metricValue(metrics, name string) float64 {
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return -1
+}
+
+// TestSoak runs the watcher for -soak at three times a busy shop's change
+// rate (a busy shop: ~1 change/s) with a random fault every minute, samples
+// heap, goroutines and state file size every minute, and checks the
+// invariants at the end. Skipped unless -soak is set (make soak).
+func TestSoak(t *testing.T) {
+	if *soak == 0 {
+		t.Skip("set -soak=30m to run")
+	}
+	f := newFaultEnv(t, plentysim.Config{})
+	f.start()
+	waitReady(t, f.addr)
+	f.mutate(3)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	end := time.Now().Add(*soak)
+	type sample struct {
+		at                  time.Duration
+		heapMiB, goroutines float64
+		fileKiB             int64
+	}
+	var samples []sample
+	start := time.Now()
+	for minute := 0; time.Now().Before(end); minute++ {
+		switch fault := rng.IntN(4); fault {
+		case 0:
+			f.kill()
+			f.start()
+		case 1:
+			f.ns.Shutdown()
+			f.ns.WaitForShutdown()
+			time.Sleep(10 * time.Second)
+			f.startNATS()
+		case 2:
+			f.sim.SetFaults(plentysim.Faults{HTMLRate: 0.1, TruncateRate: 0.1, GarbageRate: 0.1, DropRate: 0.05})
+			time.Sleep(20 * time.Second)
+			f.sim.SetFaults(plentysim.Faults{})
+		case 3:
+			f.sim.SetLimits(plentysim.Limits{ShortLimit: 8, ShortPeriod: 3 * time.Second, LongLimit: 1 << 30})
+			time.Sleep(20 * time.Second)
+			f.sim.SetLimits(plentysim.Limits{LongLimit: 1 << 30})
+		}
+		time.Sleep(time.Until(start.Add(time.Duration(minute+1) * time.Minute)))
+		_, m := get("http://" + f.addr + "/metrics")
+		fi, _ := os.Stat(f.state)
+		s := sample{at: time.Since(start).Round(time.Second), heapMiB: metricValue(m, "go_memstats_heap_inuse_bytes") / (1 << 20), goroutines: metricValue(m, "go_goroutines")}
+		if fi != nil {
+			s.fileKiB = fi.Size() >> 10
+		}
+		samples = append(samples, s)
+		t.Logf("%v: heap %.1f MiB, goroutines %.0f, state file %d KiB (fault %d)", s.at, s.heapMiB, s.goroutines, s.fileKiB, minute)
+	}
+	f.quiesce()
+	n := f.check()
+	t.Logf("soak of %v: %d events checked, %d changes made; first sample %+v, last %+v", *soak, n, len(f.sim.History()), samples[0], samples[len(samples)-1])
 }
