@@ -1,6 +1,7 @@
 package plenty
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,7 +97,7 @@ type errorObject struct {
 func DecodeErrorBody(e *APIError, body []byte) {
 	var eb errorBody
 	if err := json.Unmarshal(body, &eb); err != nil {
-		e.Body = oneLine(truncate(body, 200))
+		e.Body = excerpt(body)
 		return
 	}
 	e.Message = eb.Message
@@ -120,8 +121,15 @@ func DecodeErrorBody(e *APIError, body []byte) {
 		e.Code = oneLine(truncate(eb.Error, 60))
 	}
 	if e.Code == "" && e.Message == "" {
-		e.Body = oneLine(truncate(body, 200))
+		e.Body = excerpt(body)
 	}
+}
+
+// excerpt is the start of a body for an error message, on one line. Leading
+// white space goes first: a page that starts with 200 blanks still says
+// something.
+func excerpt(body []byte) string {
+	return oneLine(truncate(bytes.TrimSpace(body), 200))
 }
 
 func oneLine(b []byte) string {

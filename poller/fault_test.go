@@ -259,3 +259,44 @@ func TestShutdownDuringThrottleBlock(t *testing.T) {
 		t.Fatal("the sweep did not return within 3s of the cancel while the pacer blocked")
 	}
 }
+
+// While the gate is closed (the watcher's state file is not writable) Run
+// makes no call to the service; once it opens, sweeps resume.
+func TestRunGateSkipsSweeps(t *testing.T) {
+	e := newEnv(t, plentysim.Config{}, poller.Config{})
+	e.sim.Generate(30, t0.Add(-time.Hour), t0.Add(-time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gated, sweeps := 0, 0
+	callsWhileGated := -1
+	err := e.poll.Run(ctx, poller.RunConfig{
+		Interval: 10 * time.Second,
+		Gate: func() error {
+			if gated < 5 {
+				gated++
+				return state.ErrNotWritable
+			}
+			if callsWhileGated < 0 {
+				callsWhileGated = e.sim.Stats().SearchCalls
+			}
+			return nil
+		},
+		OnSweep: func(st poller.Stats, err error) {
+			if err != nil {
+				t.Errorf("sweep: %v", err)
+			}
+			if sweeps++; sweeps == 2 {
+				cancel()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if callsWhileGated != 0 || gated != 5 {
+		t.Errorf("%d search calls during %d closed gates; want 0 during 5", callsWhileGated, gated)
+	}
+	if sweeps != 2 || e.sim.Stats().SearchCalls == 0 {
+		t.Errorf("after the gate opened: %d sweeps, %d search calls", sweeps, e.sim.Stats().SearchCalls)
+	}
+}

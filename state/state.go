@@ -79,7 +79,14 @@ var (
 	// ErrSchema: the schema version is newer than this binary knows, or (read
 	// only) older and not yet migrated.
 	ErrSchema = errors.New("unsupported state schema version")
+	// ErrNotWritable: a write transaction could not be stored (disk full,
+	// read-only filesystem, failing storage); nothing of it was stored.
+	ErrNotWritable = errors.New("state file not writable")
 )
+
+// errNeedsWrite: Open's read-only look found that the file must be
+// initialised or migrated.
+var errNeedsWrite = errors.New("state file needs initialising or migrating")
 
 // Options configure Open.
 type Options struct {
@@ -87,6 +94,9 @@ type Options struct {
 	ReadOnly  bool          // shared lock, no writes, no initialisation or migration (`watcher state`)
 	OutboxMax int           // outbox entries at most; 0 = unlimited
 	NoSync    bool          // no fsync: tests and benchmarks only
+	// OnWritable, when set, is told when writes start failing (the error)
+	// and when they work again (nil); once per change, not per write.
+	OnWritable func(err error)
 }
 
 // Store is an open state file. Its methods are safe for concurrent use (the
@@ -98,6 +108,8 @@ type Store struct {
 
 	wmu   sync.Mutex   // serialises Commit and DeleteOutbox so that depth is exact
 	depth atomic.Int64 // outbox entries
+
+	writeErr atomic.Pointer[error] // the last write's failure; nil after a success
 }
 
 // fileError is an error about the state file: a message for the operator
@@ -151,11 +163,13 @@ func Open(path string, opt Options) (*Store, error) {
 		return nil, openError(path, err)
 	}
 	s := &Store{db: db, path: path, opt: opt}
+	// A look first, and a write only when the file must be initialised or
+	// migrated: a watcher restarted on a full disk opens its file, stays
+	// not ready and recovers once the disk has room.
 	prepare := func(tx *bolt.Tx) error { return s.prepare(tx) }
-	if opt.ReadOnly {
-		err = guard(path, func() error { return db.View(prepare) })
-	} else {
-		err = guard(path, func() error { return db.Update(prepare) })
+	err = guard(path, func() error { return db.View(prepare) })
+	if errors.Is(err, errNeedsWrite) {
+		err = guard(path, func() error { return s.update(prepare) })
 	}
 	if err == nil {
 		err = guard(path, func() error {
@@ -261,6 +275,9 @@ func (s *Store) prepare(tx *bolt.Tx) error {
 		if s.opt.ReadOnly {
 			return fmt.Errorf("state file %s was never initialised (start the watcher once)", s.path)
 		}
+		if !tx.Writable() {
+			return errNeedsWrite
+		}
 		return initialise(tx)
 	}
 	if string(meta.Get(keyMagic)) != magic {
@@ -275,6 +292,9 @@ func (s *Store) prepare(tx *bolt.Tx) error {
 		return newFileError(ErrSchema, nil, "state file %s has schema version %d, this watcher knows up to %d: run a newer watcher (the file is left untouched; downgrading is not supported)", s.path, version, SchemaVersion)
 	case version < SchemaVersion && s.opt.ReadOnly:
 		return newFileError(ErrSchema, nil, "state file %s has schema version %d and needs a migration to %d: start the watcher once (read-only access never migrates)", s.path, version, SchemaVersion)
+	}
+	if version < SchemaVersion && !tx.Writable() {
+		return errNeedsWrite
 	}
 	for v := version; v < SchemaVersion; v++ {
 		m, ok := migrations[v]
@@ -328,6 +348,51 @@ func schemaVersion(meta *bolt.Bucket) (int, error) {
 		return 0, fmt.Errorf("schema version %d", n)
 	}
 	return int(n), nil
+}
+
+// update runs fn in a write transaction. When fn succeeds but storing the
+// transaction fails (disk full, read-only filesystem, I/O error), the error
+// is an ErrNotWritable, remembered for WriteErr until a write succeeds.
+// bbolt writes the meta page last, so a failed transaction leaves the file
+// as it was.
+func (s *Store) update(fn func(*bolt.Tx) error) error {
+	var fnErr error
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		fnErr = fn(tx)
+		return fnErr
+	})
+	switch {
+	case err == nil:
+		if s.writeErr.Swap(nil) != nil && s.opt.OnWritable != nil {
+			s.opt.OnWritable(nil)
+		}
+	case fnErr == nil:
+		err = newFileError(ErrNotWritable, err, "not writable (disk full, read-only filesystem or failing storage?)")
+		if s.writeErr.Swap(&err) == nil && s.opt.OnWritable != nil {
+			s.opt.OnWritable(err)
+		}
+	}
+	return err
+}
+
+// WriteErr is the failure of the last write transaction, or nil when it
+// succeeded (or none failed yet): the watcher is not ready while it is set.
+func (s *Store) WriteErr() error {
+	if p := s.writeErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Probe tries an empty write transaction (bbolt still writes a freelist
+// and a meta page), updating WriteErr. The watcher probes before a sweep
+// while the last write failed, so that it calls the service only when it
+// can store what it reads.
+func (s *Store) Probe() error {
+	if err := s.update(func(*bolt.Tx) error { return nil }); err != nil {
+		return fmt.Errorf("state file %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // Close closes the file and releases its lock.
@@ -408,7 +473,7 @@ func (s *Store) SetBaseline(t time.Time) error {
 	if t.IsZero() {
 		return fmt.Errorf("state file %s: zero baseline", s.path)
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta.Get(keyBaseline) != nil {
 			return nil
@@ -505,7 +570,7 @@ func (s *Store) Commit(c Commit) error {
 	if s.opt.OutboxMax > 0 && depth > 0 && depth+int64(len(c.Events)) > int64(s.opt.OutboxMax) {
 		return newFileError(ErrOutboxFull, nil, "state file %s: outbox holds %d of at most %d entries, %d more do not fit", s.path, depth, s.opt.OutboxMax, len(c.Events))
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		start, n := 0, 0
 		next := func() (k, v []byte) {
 			k, v = keys[8*n:8*n+8], vals[start:ends[n]]
@@ -636,7 +701,7 @@ func (s *Store) DeleteOutbox(seqs ...uint64) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	var deleted int64
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		deleted = 0
 		b := tx.Bucket(bucketOutbox)
 		key := make([]byte, 8)
@@ -701,7 +766,7 @@ func (s *Store) SaveToken(ctx context.Context, t plenty.Token) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if t == (plenty.Token{}) {
 			return meta.Delete(keyToken)

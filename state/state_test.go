@@ -218,6 +218,9 @@ func TestCommitIsAtomicOnError(t *testing.T) {
 	if m, _ := s.Meta(); !m.Watermark.Equal(wm) || m.BaselineDone {
 		t.Errorf("meta after the failed commit: %+v", m)
 	}
+	if errors.Is(err, ErrNotWritable) || s.WriteErr() != nil {
+		t.Errorf("a failure of the transaction's content is not a storage failure: %v, WriteErr %v", err, s.WriteErr())
+	}
 }
 
 func TestWatermarkNeverMovesBack(t *testing.T) {

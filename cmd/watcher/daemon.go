@@ -36,6 +36,7 @@ type daemon struct {
 	ln      net.Listener
 
 	sweepAlive, pubAlive atomic.Bool
+	stateDownSince       atomic.Int64 // unix nanos when writes to the state file started failing
 	lastOK               atomic.Int64 // unix nanos of the last verified sweep
 	gap                  atomic.Int64 // the current time between sweeps (nanos)
 }
@@ -49,7 +50,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 			d.close()
 		}
 	}()
-	d.store, err = state.Open(cfg.StatePath, state.Options{Timeout: 2 * time.Second, OutboxMax: cfg.OutboxMax})
+	d.store, err = state.Open(cfg.StatePath, state.Options{Timeout: 2 * time.Second, OutboxMax: cfg.OutboxMax, OnWritable: d.onWritable})
 	if err != nil {
 		return nil, err
 	}
@@ -103,10 +104,11 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		return nil, configErr("%v", err)
 	}
 	m = newMetrics(d.reg, liveSources{
-		throttle:    d.client.Throttle,
-		waited:      d.client.Pacer().Waited,
-		outboxDepth: d.store.OutboxDepth,
-		connected:   d.pub.Connected,
+		throttle:      d.client.Throttle,
+		waited:        d.client.Pacer().Waited,
+		outboxDepth:   d.store.OutboxDepth,
+		stateWritable: func() bool { return d.store.WriteErr() == nil },
+		connected:     d.pub.Connected,
 		serverNow: func() time.Time {
 			t, _ := d.client.ServerNow()
 			return t
@@ -142,7 +144,7 @@ func (d *daemon) run(ctx context.Context) error {
 		defer d.sweepAlive.Store(false)
 		_ = d.poll.Run(ctx, poller.RunConfig{
 			Interval: d.cfg.PollInterval, CallShare: d.cfg.CallShare,
-			Throttle: d.client.Throttle, OnSweep: d.onSweep,
+			Throttle: d.client.Throttle, OnSweep: d.onSweep, Gate: d.stateWritable,
 		})
 	}()
 	go func() {
@@ -199,13 +201,39 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 	d.log.Info("sweep", attrs...)
 }
 
+// stateWritable gates the sweeps: after a failed write to the state file
+// (disk full, read-only filesystem) it probes with an empty transaction and
+// skips the sweep until a write succeeds, so no quota is spent reading what
+// could not be stored.
+func (d *daemon) stateWritable() error {
+	if d.store.WriteErr() == nil {
+		return nil
+	}
+	return d.store.Probe()
+}
+
+// onWritable logs the start and the end of a period of failing writes to
+// the state file, once each.
+func (d *daemon) onWritable(err error) {
+	if err != nil {
+		d.stateDownSince.Store(time.Now().UnixNano())
+		d.log.Error("state file not writable: not ready, sweeps paused (no calls to the service), nothing new is published; retrying every interval",
+			"state", d.cfg.StatePath, "err", err)
+		return
+	}
+	d.log.Info("state file writable again: sweeps resume from the watermark", "state", d.cfg.StatePath,
+		"after", time.Since(time.Unix(0, d.stateDownSince.Load())).Round(time.Millisecond).String())
+}
+
 // ready says whether the watcher is doing its job: a verified sweep within
-// three intervals (as stretched by the call share), NATS connected, and the
-// outbox below its limit.
+// three intervals (as stretched by the call share), the state file writable,
+// NATS connected, and the outbox below its limit.
 func (d *daemon) ready() (bool, string) {
 	last := d.lastOK.Load()
 	window := 3 * time.Duration(d.gap.Load())
 	switch {
+	case d.store.WriteErr() != nil:
+		return false, d.store.WriteErr().Error()
 	case last == 0:
 		return false, "no verified sweep yet"
 	case time.Since(time.Unix(0, last)) > window:

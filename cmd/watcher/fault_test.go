@@ -183,20 +183,9 @@ func (f *faultEnv) quiesce() {
 // event shows a status the order never had, every event validates.
 func (f *faultEnv) check() (events int) {
 	f.t.Helper()
-	nc, err := nats.Connect(f.ns.ClientURL())
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stream, err := js.Stream(ctx, "ORDERS")
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	info, _ := stream.Info(ctx)
-	total := int(info.State.Msgs)
+	stream, total := f.stream(ctx)
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		f.t.Fatal(err)
@@ -270,6 +259,27 @@ func (f *faultEnv) check() (events int) {
 		f.mu.Unlock()
 	}
 	return total
+}
+
+// stream opens the ORDERS stream (on a connection closed at the end of
+// the test) and says how many messages it holds.
+func (f *faultEnv) stream(ctx context.Context) (jetstream.Stream, int) {
+	f.t.Helper()
+	nc, err := nats.Connect(f.ns.ClientURL())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	stream, err := js.Stream(ctx, "ORDERS")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return stream, int(info.State.Msgs)
 }
 
 func tail(s string, n int) string {

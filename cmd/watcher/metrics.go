@@ -34,11 +34,12 @@ type metrics struct {
 
 // liveSources are the values the gauges read when scraped.
 type liveSources struct {
-	throttle    func() plenty.Throttle
-	waited      func() time.Duration
-	outboxDepth func() int
-	connected   func() bool
-	serverNow   func() time.Time
+	throttle      func() plenty.Throttle
+	waited        func() time.Duration
+	outboxDepth   func() int
+	stateWritable func() bool
+	connected     func() bool
+	serverNow     func() time.Time
 }
 
 func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
@@ -110,6 +111,9 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "orderwatch_outbox_depth", Help: "Events committed and not yet acknowledged by NATS.",
 		}, func() float64 { return float64(live.outboxDepth()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_state_writable", Help: "0 while the last write to the state file failed (disk full, read-only).",
+		}, func() float64 { return b2f(live.stateWritable()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "orderwatch_nats_connected", Help: "1 when connected to NATS.",
 		}, func() float64 { return b2f(live.connected()) }),
