@@ -82,7 +82,7 @@ type Config struct {
 	SubjectPrefix string         // [orders]
 
 	// OutboxWait is how long the sweep waits before trying a commit again
-	// while the outbox is full [1s].
+	// while the outbox is full or the state file not writable [1s].
 	OutboxWait time.Duration
 
 	// OnCommit is called after every committed page with the number of
@@ -107,6 +107,7 @@ type Stats struct {
 	BadEntries   int
 	Events       map[diff.Type]int
 	OutboxWaits  int           // commits that waited for a full outbox
+	StateWaits   int           // commits that waited for the state file to be writable
 	Watermark    time.Time     // after the sweep
 	WatermarkLag time.Duration // server now - watermark
 	Baseline     bool          // the sweep was (part of) the baseline

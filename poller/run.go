@@ -18,11 +18,6 @@ type RunConfig struct {
 	Throttle func() plenty.Throttle
 	// OnSweep receives every sweep's figures and error (logs, metrics).
 	OnSweep func(Stats, error)
-	// Gate, when set, is asked before each sweep; an error skips the sweep
-	// (no call to the service) until the next interval. The watcher gates
-	// on its state file being writable: what a sweep reads could not be
-	// stored, so reading it would only spend the service's quota.
-	Gate func() error
 }
 
 // Run sweeps until ctx is done: one sweep, then a wait of the interval
@@ -36,14 +31,6 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		rc.CallShare = 0.25
 	}
 	for {
-		if rc.Gate != nil {
-			if err := rc.Gate(); err != nil {
-				if p.cfg.Sleep(ctx, rc.Interval) != nil {
-					return nil
-				}
-				continue
-			}
-		}
 		st, err := p.Sweep(ctx)
 		if ctx.Err() != nil {
 			return nil

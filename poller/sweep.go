@@ -405,22 +405,31 @@ func (s *sweep) flush(mark *time.Time) error {
 	if len(c.States) == 0 && len(c.Events) == 0 && mark == nil {
 		return nil
 	}
+	// A full outbox, or a state file that cannot be written (disk full,
+	// read-only), pauses the sweep with what it read in memory: the same
+	// commit is tried again until it is stored, and no call is made to the
+	// service meanwhile (a failed sweep would read it all again).
 	waited := false
 	for {
 		err := s.p.store.Commit(c)
-		if !errors.Is(err, state.ErrOutboxFull) {
-			if err != nil {
-				return fmt.Errorf("commit: %w", err)
-			}
+		if err == nil {
 			break
+		}
+		full := errors.Is(err, state.ErrOutboxFull)
+		if !full && !errors.Is(err, state.ErrNotWritable) {
+			return fmt.Errorf("commit: %w", err)
 		}
 		if !waited {
 			waited = true
-			s.st.OutboxWaits++
-			s.p.log.Warn("outbox full: sweep paused until the publisher drains it", "err", err)
+			if full {
+				s.st.OutboxWaits++
+				s.p.log.Warn("outbox full: sweep paused until the publisher drains it", "err", err)
+			} else {
+				s.st.StateWaits++ // the state file's owner logs the failure
+			}
 		}
 		if err := cfg.Sleep(s.stop, cfg.OutboxWait); err != nil {
-			return err
+			return fmt.Errorf("commit: %w (stopped while waiting)", err)
 		}
 	}
 	for _, t := range s.pendingTypes {

@@ -5,39 +5,14 @@ package state
 import (
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// limitFileSize makes every write of this process beyond the first 8 KiB of
-// any file fail with EFBIG, as a full disk fails writes with ENOSPC: bbolt's
-// two meta pages live in those 8 KiB, every other page lies beyond (root
-// ignores file permissions, not this limit). Go ignores SIGXFSZ, so the
-// write returns the error. The returned function lifts the limit.
-func limitFileSize(t *testing.T) (lift func()) {
-	t.Helper()
-	var old syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-		t.Skipf("getrlimit: %v", err)
-	}
-	tight := old
-	tight.Cur = 8192
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &tight); err != nil {
-		t.Skipf("setrlimit: %v", err)
-	}
-	done := false
-	lift = func() {
-		if !done {
-			done = true
-			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-				t.Fatalf("lifting the file size limit: %v", err)
-			}
-		}
-	}
-	t.Cleanup(lift)
-	return lift
-}
+	"github.com/orderwatch/orderwatch/internal/diskfull"
+	"github.com/orderwatch/orderwatch/plenty"
+)
 
 // The state directory fills up: every write fails with ErrNotWritable and
 // stores nothing, WriteErr and Probe say so, a reopen works without writing,
@@ -54,7 +29,7 @@ func TestNotWritable(t *testing.T) {
 		t.Fatalf("WriteErr after a good commit: %v", s.WriteErr())
 	}
 
-	lift := limitFileSize(t)
+	lift := diskfull.Limit(t, diskfull.MetaPages)
 	wm2 := wm.Add(time.Hour)
 	err := s.Commit(Commit{States: puts(101, 400), Events: events(3, "b"), Watermark: &wm2, BaselineDone: true})
 	if !errors.Is(err, ErrNotWritable) || !errors.Is(err, syscall.EFBIG) {
@@ -65,9 +40,6 @@ func TestNotWritable(t *testing.T) {
 	}
 	if err := s.DeleteOutbox(1); !errors.Is(err, ErrNotWritable) {
 		t.Errorf("DeleteOutbox on a full disk: %v", err)
-	}
-	if err := s.Probe(); !errors.Is(err, ErrNotWritable) {
-		t.Errorf("Probe on a full disk: %v", err)
 	}
 	// Nothing of the failed transactions is visible, to this Store or to a
 	// process that opens the file after a crash (still on the full disk).
@@ -97,23 +69,37 @@ func TestNotWritable(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	check(s)
 
-	if err := s.Probe(); !errors.Is(err, ErrNotWritable) {
-		t.Fatalf("Probe after the reopen, still full: %v", err)
+	if err := s.SaveToken(t.Context(), plenty.Token{AccessToken: "x", ExpiresAt: wm}); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("SaveToken after the reopen, still full: %v", err)
 	}
 	lift()
-	if err := s.Probe(); err != nil || s.WriteErr() != nil {
-		t.Fatalf("Probe with room again: %v (WriteErr %v)", err, s.WriteErr())
+	if err := s.Commit(Commit{States: puts(101, 400), Events: events(3, "b"), Watermark: &wm2}); err != nil || s.WriteErr() != nil {
+		t.Fatalf("commit with room again: %v (WriteErr %v)", err, s.WriteErr())
 	}
 	if len(changes) != 3 || changes[2] != nil {
 		t.Errorf("OnWritable calls: %v; want failing, failing (the reopened store), working", changes)
-	}
-	if err := s.Commit(Commit{States: puts(101, 400), Events: events(3, "b"), Watermark: &wm2}); err != nil {
-		t.Fatalf("commit with room again: %v", err)
 	}
 	if got := lookup(t, s, 400); got[0] == nil {
 		t.Error("the commit after recovery is not visible")
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() <= 8192 {
 		t.Errorf("state file: %v, %v", fi, err)
+	}
+}
+
+// A state file in a directory the watcher cannot write ends the start with
+// an error that says so (as root, permissions do not apply: skipped).
+func TestOpenNotWritable(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores file permissions")
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
+	_, err := Open(dir+"/state.db", Options{})
+	if !errors.Is(err, ErrNotWritable) || !strings.Contains(err.Error(), "writable directory") {
+		t.Fatalf("Open in a read-only directory: %v", err)
 	}
 }

@@ -23,11 +23,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -217,6 +219,8 @@ func openError(path string, err error) error {
 		errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrInvalidMapping),
 		strings.Contains(err.Error(), "file size too small"), strings.Contains(err.Error(), "bbolt panicked"):
 		return corruptError(path, err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC):
+		return newFileError(ErrNotWritable, err, "state file %s cannot be opened for writing: the watcher needs a writable directory for it", path)
 	default:
 		return fmt.Errorf("open state file %s: %w", path, err)
 	}
@@ -380,17 +384,6 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 func (s *Store) WriteErr() error {
 	if p := s.writeErr.Load(); p != nil {
 		return *p
-	}
-	return nil
-}
-
-// Probe tries an empty write transaction (bbolt still writes a freelist
-// and a meta page), updating WriteErr. The watcher probes before a sweep
-// while the last write failed, so that it calls the service only when it
-// can store what it reads.
-func (s *Store) Probe() error {
-	if err := s.update(func(*bolt.Tx) error { return nil }); err != nil {
-		return fmt.Errorf("state file %s: %w", s.path, err)
 	}
 	return nil
 }

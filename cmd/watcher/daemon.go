@@ -144,7 +144,7 @@ func (d *daemon) run(ctx context.Context) error {
 		defer d.sweepAlive.Store(false)
 		_ = d.poll.Run(ctx, poller.RunConfig{
 			Interval: d.cfg.PollInterval, CallShare: d.cfg.CallShare,
-			Throttle: d.client.Throttle, OnSweep: d.onSweep, Gate: d.stateWritable,
+			Throttle: d.client.Throttle, OnSweep: d.onSweep,
 		})
 	}()
 	go func() {
@@ -199,17 +199,6 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 	}
 	d.lastOK.Store(time.Now().UnixNano())
 	d.log.Info("sweep", attrs...)
-}
-
-// stateWritable gates the sweeps: after a failed write to the state file
-// (disk full, read-only filesystem) it probes with an empty transaction and
-// skips the sweep until a write succeeds, so no quota is spent reading what
-// could not be stored.
-func (d *daemon) stateWritable() error {
-	if d.store.WriteErr() == nil {
-		return nil
-	}
-	return d.store.Probe()
 }
 
 // onWritable logs the start and the end of a period of failing writes to

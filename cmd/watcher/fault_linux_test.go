@@ -4,7 +4,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,19 +18,62 @@ import (
 	"github.com/orderwatch/orderwatch/plentysim"
 )
 
-// fillDisk makes the watcher's writes fail as on a full disk: its file size
-// limit drops to 8 KiB, where bbolt's two meta pages end, so every
-// transaction fails writing its first page with EFBIG (a full disk says
-// ENOSPC, a read-only filesystem EROFS: the same path in the watcher). It
-// needs no root and no mount; clearDisk lifts the limit again.
-func (f *faultEnv) fillDisk() {
-	f.t.Helper()
-	f.setFileLimit(8192)
+var faultTmpfs = flag.Bool("fault-tmpfs", false, "TestFaultStateNotWritable: fill a real 4 MiB tmpfs (needs root) instead of lowering the watcher's file size limit")
+
+// diskFault makes the state directory full and gives it room again. By
+// default the watcher's file size limit drops to 8 KiB, where bbolt's two
+// meta pages end, so every transaction fails writing its first page with
+// EFBIG; that needs no root and no mount, and the watcher takes the same
+// path as for ENOSPC (full) or EROFS (read-only). With -fault-tmpfs the
+// state file lives on a real tmpfs of 4 MiB that a filler file fills up.
+type diskFault struct {
+	f   *faultEnv
+	dir string // the tmpfs, or ""
 }
 
-func (f *faultEnv) clearDisk() {
-	f.t.Helper()
-	f.setFileLimit(unix.RLIM_INFINITY)
+// mountTmpfs mounts a small tmpfs for the state file (root only).
+func mountTmpfs(t *testing.T) string {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Fatalf("mounting a tmpfs (-fault-tmpfs needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
+// fill fills the disk (or limits the running watcher's file size).
+func (d *diskFault) fill() {
+	d.f.t.Helper()
+	if d.dir == "" {
+		d.f.setFileLimit(8192)
+		return
+	}
+	fl, err := os.OpenFile(filepath.Join(d.dir, "filler"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		d.f.t.Fatal(err)
+	}
+	defer fl.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := fl.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				d.f.t.Fatalf("filling the tmpfs: %v", err)
+			}
+			return
+		}
+	}
+}
+
+// clear gives the disk room again.
+func (d *diskFault) clear() {
+	d.f.t.Helper()
+	if d.dir == "" {
+		d.f.setFileLimit(unix.RLIM_INFINITY)
+		return
+	}
+	if err := os.Remove(filepath.Join(d.dir, "filler")); err != nil {
+		d.f.t.Fatal(err)
+	}
 }
 
 func (f *faultEnv) setFileLimit(cur uint64) {
@@ -62,7 +110,14 @@ func TestFaultStateNotWritable(t *testing.T) {
 	if *faultLong {
 		cycles, outage = 5, 30*time.Second
 	}
-	f := newFaultEnv(t, plentysim.Config{})
+	var env []string
+	var tmpfs string
+	if *faultTmpfs {
+		tmpfs = mountTmpfs(t)
+		env = append(env, "WATCHER_STATE_PATH="+filepath.Join(tmpfs, "state.db"))
+	}
+	f := newFaultEnv(t, plentysim.Config{}, env...)
+	disk := &diskFault{f: f, dir: tmpfs}
 	f.start()
 	waitReady(t, f.addr)
 	f.mutate(20)
@@ -73,7 +128,7 @@ func TestFaultStateNotWritable(t *testing.T) {
 	}
 	for c := range cycles {
 		time.Sleep(2 * time.Second)
-		f.fillDisk()
+		disk.fill()
 		waitFor(t, "readiness to fail on the full disk", 15*time.Second, notWritable)
 		if code, _ := get(base + "/healthz"); code != 200 {
 			t.Errorf("healthz %d on a full disk; the process should stay alive", code)
@@ -96,7 +151,7 @@ func TestFaultStateNotWritable(t *testing.T) {
 			// without writing and finds the disk full by itself.
 			f.kill()
 			f.start()
-			f.fillDisk()
+			disk.fill()
 			waitFor(t, "readiness to fail after a restart on the full disk", 15*time.Second, notWritable)
 		} else {
 			time.Sleep(outage / 2)
@@ -104,7 +159,7 @@ func TestFaultStateNotWritable(t *testing.T) {
 		if after := f.streamMsgs(); after-before > depth {
 			t.Errorf("cycle %d: %d messages reached the stream on a full disk, the outbox held %d", c, after-before, depth)
 		}
-		f.clearDisk()
+		disk.clear()
 		waitReady(t, f.addr)
 	}
 	f.quiesce()
@@ -115,7 +170,11 @@ func TestFaultStateNotWritable(t *testing.T) {
 	if !strings.Contains(logs, "state file not writable") || !strings.Contains(logs, "state file writable again") {
 		t.Errorf("the log does not tell the start and the end of the outage:\n%s", grepLines(logs, "writ"))
 	}
-	t.Logf("state file not writable %d times for %v (one kill -9 and restart on the full disk): %d events checked", cycles, outage, n)
+	how := "file size limit (EFBIG)"
+	if tmpfs != "" {
+		how = "a full tmpfs (ENOSPC)"
+	}
+	t.Logf("state file not writable (%s) %d times for %v, one kill -9 and restart on the full disk: %d events checked", how, cycles, outage, n)
 }
 
 func grepLines(s, sub string) string {
