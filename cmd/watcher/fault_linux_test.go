@@ -91,6 +91,17 @@ func (f *faultEnv) setFileLimit(cur uint64) {
 	}
 }
 
+// platformFaults are the soak's faults that need Linux: the state file's
+// disk full for 20 s.
+func platformFaults(f *faultEnv) []func() {
+	return []func(){func() {
+		disk := &diskFault{f: f}
+		disk.fill()
+		time.Sleep(20 * time.Second)
+		disk.clear()
+	}}
+}
+
 // streamMsgs is the number of messages in the stream.
 func (f *faultEnv) streamMsgs() int {
 	f.t.Helper()

@@ -428,6 +428,10 @@ func metricValue(metrics, name string) float64 {
 	return -1
 }
 
+// faultNames name the soak's faults: the four of every platform, then
+// platformFaults'.
+var faultNames = []string{"kill -9", "NATS outage 10 s", "bad responses 20 s", "tight limits 20 s", "state disk full 20 s"}
+
 // TestSoak runs the watcher for -soak at three times a busy shop's change
 // rate (a busy shop: ~1 change/s) with a random fault every minute, samples
 // heap, goroutines and state file size every minute, and checks the
@@ -449,25 +453,28 @@ func TestSoak(t *testing.T) {
 	}
 	var samples []sample
 	start := time.Now()
-	for minute := 0; time.Now().Before(end); minute++ {
-		switch fault := rng.IntN(4); fault {
-		case 0:
-			f.kill()
-			f.start()
-		case 1:
+	faults := append([]func(){
+		func() { f.kill(); f.start() },
+		func() {
 			f.ns.Shutdown()
 			f.ns.WaitForShutdown()
 			time.Sleep(10 * time.Second)
 			f.startNATS()
-		case 2:
+		},
+		func() {
 			f.sim.SetFaults(plentysim.Faults{HTMLRate: 0.1, TruncateRate: 0.1, GarbageRate: 0.1, DropRate: 0.05})
 			time.Sleep(20 * time.Second)
 			f.sim.SetFaults(plentysim.Faults{})
-		case 3:
+		},
+		func() {
 			f.sim.SetLimits(plentysim.Limits{ShortLimit: 8, ShortPeriod: 3 * time.Second, LongLimit: 1 << 30})
 			time.Sleep(20 * time.Second)
 			f.sim.SetLimits(plentysim.Limits{LongLimit: 1 << 30})
-		}
+		},
+	}, platformFaults(f)...)
+	for minute := 0; time.Now().Before(end); minute++ {
+		fault := rng.IntN(len(faults))
+		faults[fault]()
 		time.Sleep(time.Until(start.Add(time.Duration(minute+1) * time.Minute)))
 		_, m := get("http://" + f.addr + "/metrics")
 		fi, _ := os.Stat(f.state)
@@ -476,7 +483,7 @@ func TestSoak(t *testing.T) {
 			s.fileKiB = fi.Size() >> 10
 		}
 		samples = append(samples, s)
-		t.Logf("%v: heap %.1f MiB, goroutines %.0f, state file %d KiB (fault %d)", s.at, s.heapMiB, s.goroutines, s.fileKiB, minute)
+		t.Logf("%v: heap %.1f MiB, goroutines %.0f, state file %d KiB (after: %s)", s.at, s.heapMiB, s.goroutines, s.fileKiB, faultNames[fault])
 	}
 	f.quiesce()
 	n := f.check()
