@@ -310,7 +310,13 @@ func TestFaultKill9(t *testing.T) {
 	}
 	f.quiesce()
 	n := f.check()
-	t.Logf("%d kill -9 cycles, %d events checked", cycles, n)
+	// Every restart reuses the persisted token: one login in all (two if a
+	// kill fell between a login and the write of its token).
+	st := f.sim.Stats()
+	if st.LoginCalls > 2 || st.MaxConcurrentSessions > 2 {
+		t.Errorf("%d logins, at most %d sessions at once over %d restarts: restarts should reuse the stored token", st.LoginCalls, st.MaxConcurrentSessions, cycles)
+	}
+	t.Logf("%d kill -9 cycles, %d logins, %d events checked", cycles, st.LoginCalls, n)
 }
 
 func scale(short, long time.Duration) time.Duration {
