@@ -49,6 +49,15 @@ func (p *Publisher) drainCore(ctx context.Context, untilEmpty bool) error {
 
 // coreBatch publishes, flushes and deletes the first BatchSize entries.
 func (p *Publisher) coreBatch(ctx context.Context) (int, error) {
+	if len(p.undeleted) > 0 {
+		// Published before, not deleted: deleted first, never sent again
+		// (core NATS has no dedup).
+		if err := p.outbox.DeleteOutbox(p.undeleted...); err != nil {
+			return 0, fmt.Errorf("delete %d published entries from the outbox: %w", len(p.undeleted), err)
+		}
+		p.noteDeleted(len(p.undeleted), p.undeletedAt)
+		p.undeleted = nil
+	}
 	entries, err := p.outbox.Outbox(0, p.cfg.BatchSize)
 	if err != nil {
 		return 0, fmt.Errorf("read outbox: %w", err)
@@ -78,6 +87,7 @@ func (p *Publisher) coreBatch(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("flush %d published entries: %w", len(entries), notConnected(err))
 	}
 	if err := p.outbox.DeleteOutbox(seqs...); err != nil {
+		p.undeleted, p.undeletedAt = seqs, start
 		return 0, fmt.Errorf("delete %d published entries from the outbox: %w", len(entries), err)
 	}
 	p.noteDeleted(len(entries), start)

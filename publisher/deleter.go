@@ -3,6 +3,7 @@ package publisher
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,15 +15,19 @@ import (
 // when NATS runs on the same machine: BenchmarkDrain measured 0.71-0.76 of
 // the raw publish rate with one transaction per fsync time, 0.88 with this).
 //
-// A failed delete keeps the sequences and tries again with the next group
-// (at least a second later); entries that are never deleted are sent again
-// after a restart and dropped by the stream as duplicates.
+// A failed delete (the state file not writable) keeps the sequences and
+// tries again with the next group (at least a second later); meanwhile
+// failing says so, and the drain sends nothing new and reads nothing again
+// until a delete works: entries it read again would go out twice. Entries
+// still not deleted at a restart are sent again and dropped by the stream
+// as duplicates within its duplicate window.
 type deleter struct {
 	p *Publisher
 
-	mu     sync.Mutex
-	seqs   []uint64
-	oldest time.Time // earliest publish among seqs
+	mu      sync.Mutex
+	seqs    []uint64
+	oldest  time.Time   // earliest publish among seqs
+	failing atomic.Bool // the last delete failed
 
 	kick chan struct{}   // cap 1: there is something to delete
 	sync chan chan error // delete everything added so far, reply with the outcome
@@ -30,14 +35,19 @@ type deleter struct {
 	done chan struct{}
 }
 
+// startDeleter starts a deleter with the entries an earlier drain could not
+// delete.
 func (p *Publisher) startDeleter() *deleter {
 	d := &deleter{
-		p:    p,
-		kick: make(chan struct{}, 1),
-		sync: make(chan chan error),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
+		p:      p,
+		seqs:   p.undeleted,
+		oldest: p.undeletedAt,
+		kick:   make(chan struct{}, 1),
+		sync:   make(chan chan error),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
+	p.undeleted = nil
 	go d.loop()
 	return d
 }
@@ -63,11 +73,15 @@ func (d *deleter) flush() error {
 	return <-reply
 }
 
-// stop deletes what is left and ends the goroutine.
+// stop deletes what is left and ends the goroutine; what it could not
+// delete goes back to the publisher for the next drain.
 func (d *deleter) stop() error {
 	err := d.flush()
 	close(d.quit)
 	<-d.done
+	d.mu.Lock()
+	d.p.undeleted, d.p.undeletedAt = d.seqs, d.oldest
+	d.mu.Unlock()
 	return err
 }
 
@@ -96,8 +110,11 @@ func (d *deleter) loop() {
 		err := d.deleteNow()
 		retry, linger = nil, nil
 		if err != nil {
+			d.failing.Store(true)
 			d.p.failed(err)
 			retry = time.After(time.Second)
+		} else if d.failing.Swap(false) {
+			d.p.recovered()
 		}
 		if reply != nil {
 			reply <- err

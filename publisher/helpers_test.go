@@ -251,6 +251,21 @@ func startRun(tb testing.TB, p *publisher.Publisher) (stop func()) {
 	return stop
 }
 
+// subscribeAll subscribes to every event subject with core NATS (it sees
+// every message sent, duplicates included), buffering up to n.
+func subscribeAll(tb testing.TB, url string, n int) <-chan *nats.Msg {
+	tb.Helper()
+	sub, _ := plainConn(tb, url)
+	msgs := make(chan *nats.Msg, n)
+	if _, err := sub.ChanSubscribe("orders.>", msgs); err != nil {
+		tb.Fatal(err)
+	}
+	if err := sub.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	return msgs
+}
+
 // stored is a message read back from the stream.
 type stored struct {
 	Seq     uint64

@@ -102,24 +102,27 @@ func (p *Publisher) drainJetStream(ctx context.Context, untilEmpty bool) error {
 				continue
 			}
 		}
+		// Acknowledged entries not yet deleted (the state file would not
+		// take the delete) go first: a new attempt reads the outbox from
+		// the start and would send them twice. The deleter reports the
+		// failure.
+		if err := del.flush(); err != nil {
+			p.wait(ctx, bo.NextBackOff())
+			continue
+		}
 		a := p.newAttempt()
 		done, err := a.run(ctx, untilEmpty, idle, del)
 		// Every entry acknowledged so far is deleted before the outbox is
 		// read again, so it is not sent twice.
 		derr := del.flush()
 		if done {
-			switch {
-			case derr != nil:
-				// Reported by the deleter; the entries are sent again
-				// (duplicates) and their delete retried.
-				p.wait(ctx, bo.NextBackOff())
-			case a.cursor == 0 || p.outbox.OutboxDepth() == 0:
+			if derr == nil && (a.cursor == 0 || p.outbox.OutboxDepth() == 0) {
 				return nil // this pass found the outbox empty
 			}
-			continue // committed meanwhile: another pass
+			continue // committed meanwhile (another pass), or the deletes wait (above)
 		}
-		if err == nil {
-			continue // ctx ended
+		if err == nil || errors.Is(err, errDeleteFailing) {
+			continue // ctx ended, or wait for the deletes (above)
 		}
 		p.failed(err)
 		if isNoStream(err) {
@@ -131,6 +134,10 @@ func (p *Publisher) drainJetStream(ctx context.Context, untilEmpty bool) error {
 		p.wait(ctx, bo.NextBackOff())
 	}
 }
+
+// errDeleteFailing ends an attempt while acknowledged entries cannot be
+// deleted from the outbox.
+var errDeleteFailing = errors.New("deleting acknowledged entries from the outbox fails")
 
 // isNoStream: no stream answered a publish (missing stream, JetStream down).
 func isNoStream(err error) bool {
@@ -150,6 +157,9 @@ func (a *jsAttempt) run(ctx context.Context, untilEmpty bool, idle *time.Timer, 
 	var abandon <-chan time.Time
 	idleArmed := false
 	for {
+		if a.failure == nil && del.failing.Load() {
+			a.failure = errDeleteFailing // send nothing more; end when nothing is in flight
+		}
 		// Send what may go.
 		for a.failure == nil && !stopping && len(a.inflight) < maxInFlight && len(a.ready) > 0 {
 			pe := a.ready[0]

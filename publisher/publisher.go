@@ -153,6 +153,13 @@ type Publisher struct {
 	sigMu   sync.Mutex
 	deleted chan struct{} // closed (and replaced) after every outbox delete
 
+	// Entries acknowledged (or flushed) whose delete from the outbox failed
+	// (the state file not writable): they are deleted before anything is
+	// read from the outbox again, which would send them twice. Only the
+	// drain holding sem touches them.
+	undeleted   []uint64
+	undeletedAt time.Time // the earliest publish among them
+
 	// Failure reporting (the drain and its deleter).
 	failMu    sync.Mutex
 	failCause string

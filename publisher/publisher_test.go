@@ -292,16 +292,7 @@ func TestCoreNATSDeliversToLiveSubscriber(t *testing.T) {
 	want := entries(1, 30, 2)
 	commit(t, st, want)
 
-	sub, _ := plainConn(t, srv.url())
-	msgs := make(chan *nats.Msg, len(want))
-	s, err := sub.ChanSubscribe("orders.>", msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Unsubscribe()
-	if err := sub.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	msgs := subscribeAll(t, srv.url(), len(want))
 
 	p := newPublisher(t, connect(t, srv.url()), st, func(c *publisher.Config) { c.Stream = ""; c.BatchSize = 7 })
 	if err := p.EnsureStream(context.Background()); err != nil {

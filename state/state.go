@@ -97,7 +97,8 @@ type Options struct {
 	OutboxMax int           // outbox entries at most; 0 = unlimited
 	NoSync    bool          // no fsync: tests and benchmarks only
 	// OnWritable, when set, is told when writes start failing (the error)
-	// and when they work again (nil); once per change, not per write.
+	// and when a commit works again (nil); once per change, not per write.
+	// Not called during Open (its errors are Open's).
 	OnWritable func(err error)
 }
 
@@ -111,7 +112,9 @@ type Store struct {
 	wmu   sync.Mutex   // serialises Commit and DeleteOutbox so that depth is exact
 	depth atomic.Int64 // outbox entries
 
-	writeErr atomic.Pointer[error] // the last write's failure; nil after a success
+	umu        sync.Mutex            // serialises update: WriteErr and onWritable follow the order of the writes
+	writeErr   atomic.Pointer[error] // the last failed write, until a commit succeeds
+	onWritable func(error)           // Options.OnWritable, set once Open is done
 }
 
 // fileError is an error about the state file: a message for the operator
@@ -171,7 +174,7 @@ func Open(path string, opt Options) (*Store, error) {
 	prepare := func(tx *bolt.Tx) error { return s.prepare(tx) }
 	err = guard(path, func() error { return db.View(prepare) })
 	if errors.Is(err, errNeedsWrite) {
-		err = guard(path, func() error { return s.update(prepare) })
+		err = guard(path, func() error { return s.update(true, prepare) })
 	}
 	if err == nil {
 		err = guard(path, func() error {
@@ -185,6 +188,7 @@ func Open(path string, opt Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	s.onWritable = opt.OnWritable
 	return s, nil
 }
 
@@ -220,7 +224,7 @@ func openError(path string, err error) error {
 		strings.Contains(err.Error(), "file size too small"), strings.Contains(err.Error(), "bbolt panicked"):
 		return corruptError(path, err)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC):
-		return newFileError(ErrNotWritable, err, "state file %s cannot be opened for writing: the watcher needs a writable directory for it", path)
+		return newFileError(ErrNotWritable, err, "state file %s cannot be opened for writing: check that its filesystem is writable and the permissions of the file and its directory", path)
 	default:
 		return fmt.Errorf("open state file %s: %w", path, err)
 	}
@@ -356,31 +360,52 @@ func schemaVersion(meta *bolt.Bucket) (int, error) {
 
 // update runs fn in a write transaction. When fn succeeds but storing the
 // transaction fails (disk full, read-only filesystem, I/O error), the error
-// is an ErrNotWritable, remembered for WriteErr until a write succeeds.
-// bbolt writes the meta page last, so a failed transaction leaves the file
-// as it was.
-func (s *Store) update(fn func(*bolt.Tx) error) error {
+// is an ErrNotWritable and is remembered for WriteErr. bbolt writes the meta
+// page last, so a transaction that failed before it left the file as it
+// was. One whose meta page was written but not synced (fdatasync failed)
+// is visible all the same, in this process and maybe on disk: it counts as
+// done (the caller's bookkeeping must follow it: a retry would apply it
+// twice), and WriteErr stays set because it may not survive a crash.
+//
+// Only a successful write that clears (Commit: the write the sweep waits
+// for) clears WriteErr: on a full disk small transactions that reuse freed
+// pages succeed while a commit that needs new pages fails.
+func (s *Store) update(clears bool, fn func(*bolt.Tx) error) error {
+	s.umu.Lock()
+	defer s.umu.Unlock()
 	var fnErr error
+	var txid int
+	ran := false
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		ran, txid = true, tx.ID()
 		fnErr = fn(tx)
 		return fnErr
 	})
-	switch {
-	case err == nil:
-		if s.writeErr.Swap(nil) != nil && s.opt.OnWritable != nil {
-			s.opt.OnWritable(nil)
-		}
-	case fnErr == nil:
-		err = newFileError(ErrNotWritable, err, "not writable (disk full, read-only filesystem or failing storage?)")
-		if s.writeErr.Swap(&err) == nil && s.opt.OnWritable != nil {
-			s.opt.OnWritable(err)
-		}
+	if err != nil && (!ran || fnErr != nil) {
+		return err // not a storage failure
 	}
-	return err
+	if err != nil {
+		cause := err
+		err = newFileError(ErrNotWritable, cause, "not writable (disk full, read-only filesystem or failing storage?)")
+		landed := false
+		_ = s.db.View(func(tx *bolt.Tx) error { landed = tx.ID() >= txid; return nil })
+		if s.writeErr.Swap(&err) == nil && s.onWritable != nil {
+			s.onWritable(err)
+		}
+		if landed {
+			return nil
+		}
+		return err
+	}
+	if clears && s.writeErr.Swap(nil) != nil && s.onWritable != nil {
+		s.onWritable(nil)
+	}
+	return nil
 }
 
-// WriteErr is the failure of the last write transaction, or nil when it
-// succeeded (or none failed yet): the watcher is not ready while it is set.
+// WriteErr is the failure of the last failed write transaction, until a
+// Commit succeeds (nil when none failed): the watcher is not ready while it
+// is set.
 func (s *Store) WriteErr() error {
 	if p := s.writeErr.Load(); p != nil {
 		return *p
@@ -466,7 +491,7 @@ func (s *Store) SetBaseline(t time.Time) error {
 	if t.IsZero() {
 		return fmt.Errorf("state file %s: zero baseline", s.path)
 	}
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.update(false, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta.Get(keyBaseline) != nil {
 			return nil
@@ -563,7 +588,7 @@ func (s *Store) Commit(c Commit) error {
 	if s.opt.OutboxMax > 0 && depth > 0 && depth+int64(len(c.Events)) > int64(s.opt.OutboxMax) {
 		return newFileError(ErrOutboxFull, nil, "state file %s: outbox holds %d of at most %d entries, %d more do not fit", s.path, depth, s.opt.OutboxMax, len(c.Events))
 	}
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.update(true, func(tx *bolt.Tx) error {
 		start, n := 0, 0
 		next := func() (k, v []byte) {
 			k, v = keys[8*n:8*n+8], vals[start:ends[n]]
@@ -694,7 +719,7 @@ func (s *Store) DeleteOutbox(seqs ...uint64) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	var deleted int64
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.update(false, func(tx *bolt.Tx) error {
 		deleted = 0
 		b := tx.Bucket(bucketOutbox)
 		key := make([]byte, 8)
@@ -759,7 +784,7 @@ func (s *Store) SaveToken(ctx context.Context, t plenty.Token) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.update(false, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if t == (plenty.Token{}) {
 			return meta.Delete(keyToken)

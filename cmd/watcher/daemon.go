@@ -206,12 +206,15 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 func (d *daemon) onWritable(err error) {
 	if err != nil {
 		d.stateDownSince.Store(time.Now().UnixNano())
-		d.log.Error("state file not writable: not ready, sweeps paused (no calls to the service), nothing new is published; retrying every interval",
+		d.log.Error("state file not writable: not ready; the sweep waits with what it read (no calls to the service) and retries its commit every second; nothing new is published",
 			"state", d.cfg.StatePath, "err", err)
 		return
 	}
-	d.log.Info("state file writable again: sweeps resume from the watermark", "state", d.cfg.StatePath,
-		"after", time.Since(time.Unix(0, d.stateDownSince.Load())).Round(time.Millisecond).String())
+	attrs := []any{"state", d.cfg.StatePath}
+	if since := d.stateDownSince.Load(); since != 0 {
+		attrs = append(attrs, "after", time.Since(time.Unix(0, since)).Round(time.Millisecond).String())
+	}
+	d.log.Info("state file writable again: a commit worked, the sweep goes on", attrs...)
 }
 
 // ready says whether the watcher is doing its job: a verified sweep within
