@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -32,13 +33,13 @@ type diskFault struct {
 }
 
 // mountTmpfs mounts a small tmpfs for the state file (root only).
-func mountTmpfs(t *testing.T) string {
+func mountTmpfs(t *testing.T) (string, error) {
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
-		t.Fatalf("mounting a tmpfs (-fault-tmpfs needs root): %v", err)
+		return "", err
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
+	return dir, nil
 }
 
 // fill fills the disk (or limits the running watcher's file size).
@@ -128,7 +129,10 @@ func TestFaultStateNotWritable(t *testing.T) {
 		// place, so a later full tmpfs fails its writes only when it needs
 		// new blocks (a full disk is no failure while the file has room).
 		cycles = 1
-		tmpfs = mountTmpfs(t)
+		var err error
+		if tmpfs, err = mountTmpfs(t); err != nil {
+			t.Fatalf("mounting a tmpfs (-fault-tmpfs needs root): %v", err)
+		}
 		env = append(env, "WATCHER_STATE_PATH="+filepath.Join(tmpfs, "state.db"))
 	}
 	f := newFaultEnv(t, plentysim.Config{}, env...)
@@ -200,4 +204,54 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return b.String()
+}
+
+// The state directory is read-only when the watcher starts (a volume
+// mounted read-only, a filesystem the kernel remounted read-only after
+// errors): the watcher exits 1 with one line naming the file and the
+// cause, and writes nothing; started again once the directory is
+// writable, it resumes from its watermark with nothing lost or doubled.
+// A read-only filesystem while it runs fails writes like a full disk
+// (TestFaultStateNotWritable). Needs a tmpfs it can remount (root).
+func TestFaultStateReadOnly(t *testing.T) {
+	dir, err := mountTmpfs(t)
+	if err != nil {
+		t.Skipf("needs root to mount a tmpfs it can remount read-only: %v", err)
+	}
+	remount := func(flags uintptr) {
+		t.Helper()
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_REMOUNT|flags, "size=4m"); err != nil {
+			t.Fatalf("remounting the tmpfs: %v", err)
+		}
+	}
+	f := newFaultEnv(t, plentysim.Config{}, "WATCHER_STATE_PATH="+filepath.Join(dir, "state.db"))
+	f.start()
+	waitReady(t, f.addr)
+	f.mutate(20)
+	time.Sleep(3 * time.Second)
+	f.kill()
+	remount(unix.MS_RDONLY)
+	calls := f.sim.Stats().SearchCalls
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, watcherBin(t), "run")
+	cmd.Env = f.env
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 ||
+		!strings.Contains(string(out), "cannot be opened for writing") || !strings.Contains(string(out), "read-only file system") {
+		t.Errorf("start on a read-only state directory: %v, want exit status 1 and a line naming the cause:\n%s", err, out)
+	}
+	if n := strings.Count(strings.TrimSpace(string(out)), "\n") + 1; n != 1 {
+		t.Errorf("start on a read-only state directory logged %d lines, want 1:\n%s", n, out)
+	}
+	if got := f.sim.Stats().SearchCalls - calls; got != 0 {
+		t.Errorf("%d search calls from a watcher that could not open its state file", got)
+	}
+	time.Sleep(3 * time.Second) // orders go on changing while it is down
+	remount(0)
+	f.start()
+	waitReady(t, f.addr)
+	f.quiesce()
+	t.Logf("start on a read-only state directory: exit 1 with %q; %d events checked after the restart", strings.TrimSpace(string(out)), f.check())
 }
