@@ -143,6 +143,28 @@ func (s *Server) admitLocked(h http.Header, r *http.Request, key string, cost in
 	return &rejection{body: worst.h.body}
 }
 
+// ConsumeQuota counts n calls that another integration of the shop made
+// as user: against that user's short-period limit and the system's
+// long-period limit, as the real service counts every client of a user and
+// of a system. A client sees them only in the Calls-Left headers of its
+// next response, and may run into a 429 it could not foresee (a 429
+// storm). Calls beyond a limit are not counted: the service refuses them.
+func (s *Server) ConsumeQuota(user string, n int) {
+	now := s.cfg.Now()
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	l := s.limits
+	for _, p := range []period{
+		{limit: l.LongLimit, length: l.LongPeriod, w: &s.throttle.long},
+		{limit: l.ShortLimit, length: l.ShortPeriod, w: userWindow(s.throttle.short, user)},
+	} {
+		if p.w.start.IsZero() || !now.Before(p.reset()) {
+			*p.w = window{start: now}
+		}
+		p.w.used = min(p.w.used+max(n, 0), p.limit)
+	}
+}
+
 func userWindow(m map[string]*window, key string) *window {
 	w := m[key]
 	if w == nil {

@@ -205,3 +205,32 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 		}
 	}
 }
+
+// Calls of other integrations use up the user's short-period quota and
+// the system's long-period quota: the next response shows fewer calls left,
+// and a client that had calls left by its last response runs into a 429
+// with a Retry-After until the period's end.
+func TestConsumeQuota(t *testing.T) {
+	h := newHarness(t, Config{Limits: Limits{ShortLimit: 10, ShortPeriod: 30 * time.Second, LongLimit: 1000}})
+	tok := h.login() // 1 call
+	h.sim.ConsumeQuota("demo", 4)
+	r := h.do(http.MethodGet, PathSearch, tok, nil)
+	if got := headerInts(r, shortLeft, longLeft); r.status != http.StatusOK || !equalInts(got, []int{4, 994}) {
+		t.Fatalf("after 4 calls of others: %d, calls left (short, long) %v; want 200, [4 994]", r.status, got)
+	}
+	h.sim.ConsumeQuota("someone else", 5) // the system's quota only
+	h.clock.Advance(10 * time.Second)
+	h.sim.ConsumeQuota("demo", 100) // 100 of the long period; the short one is capped at its limit
+	r = h.do(http.MethodGet, PathSearch, tok, nil)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "20" || r.header.Get(shortLeft) != "0" {
+		t.Fatalf("after the quota is used up: %d, Retry-After %q, %s left; want 429, 20, 0", r.status, r.header.Get("Retry-After"), r.header.Get(shortLeft))
+	}
+	if st := h.sim.Stats(); st.Throttled429 != 1 || st.CallsWhileBlocked != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	h.clock.Advance(20 * time.Second) // a new short period
+	h.sim.ConsumeQuota("demo", 3)
+	if r := h.do(http.MethodGet, PathSearch, tok, nil); r.status != http.StatusOK || !equalInts(headerInts(r, shortLeft, longLeft), []int{6, 885}) {
+		t.Errorf("in the next period: %d, calls left %v; want 200, [6 885]", r.status, headerInts(r, shortLeft, longLeft))
+	}
+}

@@ -206,7 +206,7 @@ func TestEndToEnd(t *testing.T) {
 	_, metrics := get(base + "/metrics")
 	for _, name := range []string{"orderwatch_api_calls_total{code=\"200\",route=\"orders_search\"}", "orderwatch_sweep_duration_seconds_count",
 		"orderwatch_events_total{type=\"order.created\"}", "orderwatch_events_published_total", "orderwatch_outbox_depth 0",
-		"orderwatch_watermark_lag_seconds", "orderwatch_nats_connected 1", "orderwatch_state_writable 1", "orderwatch_api_calls_left{period=\"short\"}",
+		"orderwatch_watermark_lag_seconds", "orderwatch_watermark_timestamp_seconds", "orderwatch_nats_connected 1", "orderwatch_state_writable 1", "orderwatch_api_calls_left{period=\"short\"}",
 		"orderwatch_throttle_wait_seconds_total", "orderwatch_rescans_total", "orderwatch_orders_scanned_total"} {
 		if !strings.Contains(metrics, name) {
 			t.Errorf("/metrics lacks %s", name)

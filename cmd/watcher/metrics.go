@@ -118,6 +118,9 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 			Name: "orderwatch_nats_connected", Help: "1 when connected to NATS.",
 		}, func() float64 { return b2f(live.connected()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_watermark_timestamp_seconds", Help: "The verified watermark (unix time, server clock): every change up to it has been recorded.",
+		}, func() float64 { return float64(m.watermark.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "orderwatch_watermark_lag_seconds", Help: "Server time minus the verified watermark: how far behind the sweep is.",
 		}, func() float64 {
 			wm := m.watermark.Load()
