@@ -462,7 +462,7 @@ func metricValue(metrics, name string) float64 {
 
 // faultNames name the soak's faults: the four of every platform, then
 // platformFaults'.
-var faultNames = []string{"kill -9", "NATS outage 10 s", "bad responses 20 s", "tight limits 20 s", "state disk full 20 s"}
+var faultNames = []string{"kill -9", "NATS outage 10 s", "bad responses 20 s", "tight limits 20 s", "429 storm 20 s", "state disk full 20 s"}
 
 // TestSoak runs the watcher for -soak at three times a busy shop's change
 // rate (a busy shop: ~1 change/s) with a random fault every minute, samples
@@ -503,6 +503,12 @@ func TestSoak(t *testing.T) {
 			time.Sleep(20 * time.Second)
 			f.sim.SetLimits(plentysim.Limits{LongLimit: 1 << 30})
 		},
+		func() {
+			for range 5 { // another integration of the same API user uses up the short period
+				f.sim.ConsumeQuota("demo", 200) // the simulator's default short limit
+				time.Sleep(4 * time.Second)
+			}
+		},
 	}, platformFaults(f)...)
 	for minute := 0; time.Now().Before(end); minute++ {
 		fault := rng.IntN(len(faults))
@@ -519,5 +525,10 @@ func TestSoak(t *testing.T) {
 	}
 	f.quiesce()
 	n := f.check()
-	t.Logf("soak of %v: %d events checked, %d changes made; first sample %+v, last %+v", *soak, n, len(f.sim.History()), samples[0], samples[len(samples)-1])
+	st := f.sim.Stats()
+	if st.CallsWhileBlocked != 0 {
+		t.Errorf("%d calls while a Retry-After was pending", st.CallsWhileBlocked)
+	}
+	t.Logf("soak of %v: %d events checked, %d changes made, %d searches, %d 429s, 0 calls while a Retry-After was pending; first sample %+v, last %+v",
+		*soak, n, len(f.sim.History()), st.SearchCalls, st.Throttled429, samples[0], samples[len(samples)-1])
 }
