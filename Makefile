@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz demo sim faults soak
+.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults soak
 
 all: fmt vet test
 
@@ -24,6 +24,20 @@ fuzz:
 		for t in $$($(GO) test -list='^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "== $$pkg $$t"; $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 		done; \
+	done
+
+# Go keeps the inputs that found new coverage in its cache; this copies the
+# FUZZKEEP smallest of each target into testdata/fuzz, where `go test`
+# replays them as regression tests (a failing input lands there by itself).
+FUZZKEEP ?= 40
+fuzz-corpus:
+	@cache="$$($(GO) env GOCACHE)/fuzz/$$($(GO) list -m)"; \
+	for dir in "$$cache"/*/Fuzz*; do \
+		[ -d "$$dir" ] || continue; \
+		rel=$${dir#"$$cache"/}; pkg=$${rel%/*}; t=$${rel##*/}; \
+		mkdir -p "$$pkg/testdata/fuzz/$$t"; \
+		ls -Sr "$$dir" | head -n $(FUZZKEEP) | while read -r f; do cp -n "$$dir/$$f" "$$pkg/testdata/fuzz/$$t/"; done; \
+		echo "$$pkg/testdata/fuzz/$$t: $$(ls "$$pkg/testdata/fuzz/$$t" | wc -l) inputs"; \
 	done
 
 sim:

@@ -460,7 +460,7 @@ func metricValue(metrics, name string) float64 {
 	return -1
 }
 
-// faultNames name the soak's faults: the four of every platform, then
+// faultNames name the soak's faults: the five of every platform, then
 // platformFaults'.
 var faultNames = []string{"kill -9", "NATS outage 10 s", "bad responses 20 s", "tight limits 20 s", "429 storm 20 s", "state disk full 20 s"}
 
