@@ -44,8 +44,9 @@ sim:
 	$(GO) run ./cmd/plentysim
 
 # The fault suite at full length: the real binary under kill -9 (50 cycles),
-# a 30 s NATS outage, 429 storms, garbage responses, short token lifetimes,
-# a second instance and SIGTERM under load. `go test` runs a short variant.
+# a 30 s NATS outage, tight limits and 429 storms, garbage responses, short
+# token lifetimes, a second instance, the state disk full (and, as root,
+# read-only at start) and SIGTERM under load. `go test` runs a short variant.
 faults:
 	$(GO) test -run 'TestFault' -v -timeout 60m ./cmd/watcher -args -fault-long
 	$(GO) test -run 'TestCrashConsistency' -v -timeout 30m ./poller -args -crash-cycles=60
