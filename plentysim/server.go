@@ -33,9 +33,12 @@ const (
 	StatusMixed  StatusStyle = "mixed"  // per order: odd ids as numbers, even ids as strings; locationId of ids divisible by 3 as a number
 )
 
+// DefaultShortLimit is the short period's limit of a zero Limits.
+const DefaultShortLimit = 200
+
 // Limits are the throttling limits. Zero fields take the defaults.
 type Limits struct {
-	ShortLimit  int           // calls per short period per user; default 200
+	ShortLimit  int           // calls per short period per user; default DefaultShortLimit
 	ShortPeriod time.Duration // default 20s
 	LongLimit   int           // calls per long period per system; default 166000
 	LongPeriod  time.Duration // default 24h
@@ -46,7 +49,7 @@ type Limits struct {
 
 func (l Limits) withDefaults() Limits {
 	if l.ShortLimit <= 0 {
-		l.ShortLimit = 200
+		l.ShortLimit = DefaultShortLimit
 	}
 	if l.ShortPeriod <= 0 {
 		l.ShortPeriod = 20 * time.Second

@@ -70,6 +70,13 @@ type period struct {
 
 func (p *period) reset() time.Time { return p.w.start.Add(p.length) }
 
+// roll starts a new window at now when there is none or the last has ended.
+func (p *period) roll(now time.Time) {
+	if p.w.start.IsZero() || !now.Before(p.reset()) {
+		*p.w = window{start: now}
+	}
+}
+
 // admitLocked counts one call of the caller key (cost calls; the search
 // route also against the route limit) and writes the throttle headers to h.
 // It returns nil when the call is admitted, else the 429 to answer: the
@@ -90,10 +97,7 @@ func (s *Server) admitLocked(h http.Header, r *http.Request, key string, cost in
 		periods = append(periods, period{routeHeaders, l.RouteLimit, l.RoutePeriod, userWindow(t.route, key)})
 	}
 	for i := range periods {
-		p := &periods[i]
-		if p.w.start.IsZero() || !now.Before(p.reset()) {
-			*p.w = window{start: now}
-		}
+		periods[i].roll(now)
 	}
 
 	if b, ok := t.blocked[key]; ok {
@@ -158,9 +162,7 @@ func (s *Server) ConsumeQuota(user string, n int) {
 		{limit: l.LongLimit, length: l.LongPeriod, w: &s.throttle.long},
 		{limit: l.ShortLimit, length: l.ShortPeriod, w: userWindow(s.throttle.short, user)},
 	} {
-		if p.w.start.IsZero() || !now.Before(p.reset()) {
-			*p.w = window{start: now}
-		}
+		p.roll(now)
 		p.w.used = min(p.w.used+max(n, 0), p.limit)
 	}
 }

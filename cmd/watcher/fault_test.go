@@ -505,7 +505,7 @@ func TestSoak(t *testing.T) {
 		},
 		func() {
 			for range 5 { // another integration of the same API user uses up the short period
-				f.sim.ConsumeQuota("demo", 200) // the simulator's default short limit
+				f.sim.ConsumeQuota("demo", plentysim.DefaultShortLimit)
 				time.Sleep(4 * time.Second)
 			}
 		},
