@@ -234,7 +234,7 @@ func TestStateOffline(t *testing.T) {
 		t.Fatalf("check: exit %d\n%s", code, out)
 	}
 	code, out, errOut := e.state(t)
-	if code != exitOK || !strings.Contains(out, "orders         0") || !strings.Contains(out, "watermark      never") {
+	if code != exitOK || !strings.Contains(out, "orders         0") || !strings.Contains(out, "watermark      never") || !strings.Contains(out, "first sync     not started") {
 		t.Errorf("watcher state of a fresh file: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Setenv("WATCHER_STATE_PATH", filepath.Join(t.TempDir(), "none.db"))

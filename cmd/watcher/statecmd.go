@@ -299,7 +299,11 @@ func printStateReport(w io.Writer, rep stateReport, now time.Time) {
 		return fmt.Sprintf("%s (%s ago)", t.Format(time.RFC3339), now.Sub(t).Round(time.Second))
 	}
 	sync := "done"
-	if !rep.FirstSync.Done {
+	switch {
+	case rep.FirstSync.Done:
+	case rep.Baseline.IsZero():
+		sync = "not started"
+	default:
 		sync = fmt.Sprintf("in progress: %.0f%%", 100*rep.FirstSync.Progress)
 	}
 	fmt.Fprintf(w, "state file     %s (%d bytes, schema %d)\n", rep.StateFile, rep.FileSizeBytes, rep.SchemaVersion)
