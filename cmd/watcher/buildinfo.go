@@ -7,6 +7,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// revision may be set at build time with -ldflags "-X main.revision=..."
+// where Go cannot stamp it (the Dockerfile: .git is not in the context).
+var revision = ""
+
 // buildInfo is what the binary knows about its build.
 type buildInfo struct {
 	version   string // -ldflags "-X main.version=...", else the module version (go install ...@vX), else "dev"
@@ -19,7 +23,11 @@ type buildInfo struct {
 // -buildvcs=false, nor in a git worktree, whose .git is a file).
 func readBuildInfo() buildInfo {
 	bi, ok := debug.ReadBuildInfo()
-	return buildInfoFrom(version, bi, ok)
+	b := buildInfoFrom(version, bi, ok)
+	if revision != "" {
+		b.revision = revision
+	}
+	return b
 }
 
 func buildInfoFrom(ldVersion string, bi *debug.BuildInfo, ok bool) buildInfo {
