@@ -147,3 +147,29 @@ func isPkg(e ast.Expr, name string) bool {
 	id, ok := e.(*ast.Ident)
 	return ok && id.Name == name
 }
+
+// TestLogKeyProblems: what the source check flags and what it leaves alone.
+func TestLogKeyProblems(t *testing.T) {
+	for src, want := range map[string]int{
+		`log.Error("x", "err", err)`:                            0,
+		`log.Warn("x", "error", err.Error())`:                   1,
+		`log.Warn("x", "reason", err)`:                          1,
+		`log.Info("x", "cause", d.store.WriteErr())`:            1,
+		`log.ErrorContext(ctx, "x", "e", fmt.Errorf("y"))`:      1,
+		`log.With("component", "nats", "lastErr", lastErr)`:     1,
+		`log.Error("x", slog.Any("error", err))`:                1,
+		`log.Info("x", "errors", n)`:                            0,
+		`log.Info("x", "bad_entries", st.BadEntries)`:           0,
+		`t.Error("unexpected", err)`:                            0,
+		`log.Log(ctx, slog.LevelWarn, "x", "failure", connErr)`: 1,
+	} {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, "x.go", "package p\nfunc f() {\n"+src+"\n}\n", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := logKeyProblems(fset, f); len(got) != want {
+			t.Errorf("%s: %d problems %v, want %d", src, len(got), got, want)
+		}
+	}
+}

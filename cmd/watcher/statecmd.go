@@ -220,7 +220,7 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 
 	var body []byte
-	s, err := state.Open(cfg.StatePath, state.Options{ReadOnly: true, Timeout: time.Second})
+	s, err := state.Open(cfg.StatePath, state.Options{ReadOnly: true, Timeout: 250 * time.Millisecond}) // a running watcher holds it for good
 	switch {
 	case err == nil:
 		defer s.Close()
