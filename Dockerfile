@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # orderwatch: a static Go binary on distroless (no shell, no package manager).
 #
-#   docker build --build-arg VERSION=$(git describe --tags --always) -t orderwatch .
+#   docker build --build-arg VERSION=$(git describe --tags --always) --build-arg REVISION=$(git rev-parse HEAD) -t orderwatch .
 #   docker buildx build --platform linux/amd64,linux/arm64 ...   (cross-compiles, no emulation)
 #
 # The chart (deploy/helm/orderwatch) runs it as uid/gid 65532 with a read-only
@@ -18,10 +18,12 @@ COPY go.mod go.sum ./
 RUN go mod download && go mod verify
 COPY . .
 ARG VERSION=dev
+# .git is not in the build context, so Go cannot stamp the revision itself.
+ARG REVISION=
 ARG TARGETOS TARGETARCH
 RUN --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/watcher ./cmd/watcher
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/watcher ./cmd/watcher
 
 # static-debian12:nonroot: CA certificates, tzdata, /etc/passwd with nonroot = 65532.
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -65,7 +65,7 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 		}),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err != nil {
-				log.Warn("NATS disconnected", "error", err.Error())
+				log.Warn("NATS disconnected", "err", err)
 			} else {
 				log.Info("NATS disconnected")
 			}
@@ -75,17 +75,17 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
 			if err := nc.LastError(); err != nil {
-				log.Warn("NATS connection closed", "error", err.Error())
+				log.Warn("NATS connection closed", "err", err)
 			} else {
 				log.Info("NATS connection closed")
 			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {
-				log.Error("NATS asynchronous error", "subject", sub.Subject, "error", err.Error())
+				log.Error("NATS asynchronous error", "subject", sub.Subject, "err", err)
 				return
 			}
-			log.Error("NATS asynchronous error", "error", err.Error())
+			log.Error("NATS asynchronous error", "err", err)
 		}),
 	}
 

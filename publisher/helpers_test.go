@@ -117,18 +117,42 @@ func plainConn(tb testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-// testLogger writes to the test log when -v is given.
+// testLogger writes to the test log when -v is given, until the test ends:
+// the NATS client calls its handlers (closed, disconnected) on a goroutine of
+// its own, which may run after the test's last cleanup, and t.Log after a
+// test completed panics.
 func testLogger(tb testing.TB) *slog.Logger {
 	if !testing.Verbose() {
 		return slog.New(slog.DiscardHandler)
 	}
-	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(newTBWriter(tb), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type tbWriter struct{ tb testing.TB }
+// tbWriter writes to tb's log until tb's cleanups run, and drops what comes
+// later. Register it before the connections whose handlers log, so that the
+// log of their closing (cleanups run last in, first out) is still shown.
+type tbWriter struct {
+	tb    testing.TB
+	mu    sync.Mutex
+	ended bool
+}
 
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.tb.Log(string(bytes.TrimRight(p, "\n")))
+func newTBWriter(tb testing.TB) *tbWriter {
+	w := &tbWriter{tb: tb}
+	tb.Cleanup(func() {
+		w.mu.Lock()
+		w.ended = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+func (w *tbWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ended {
+		w.tb.Log(string(bytes.TrimRight(p, "\n")))
+	}
 	return len(p), nil
 }
 

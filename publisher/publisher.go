@@ -408,7 +408,7 @@ func (p *Publisher) failed(err error) {
 	}
 	p.failCause = cause
 	p.log.Warn("publishing failed; retrying with backoff until it works",
-		"error", err.Error(), "outbox_depth", p.outbox.OutboxDepth(), "stream", p.cfg.Stream)
+		"err", err, "outbox_depth", p.outbox.OutboxDepth(), "stream", p.cfg.Stream)
 }
 
 // recovered logs the end of a run of failures.

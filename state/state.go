@@ -809,6 +809,7 @@ type Stats struct {
 	OutboxDepth   int
 	Watermark     time.Time
 	Baseline      time.Time
+	BaselineDone  bool // the first sweep (the baseline) is complete
 	LastSweep     time.Time
 	FileSize      int64
 	SchemaVersion int
@@ -824,6 +825,7 @@ func (s *Store) Stats() (Stats, error) {
 			return err
 		}
 		st.SchemaVersion, st.Watermark, st.Baseline, st.LastSweep = m.SchemaVersion, m.Watermark, m.Baseline, m.LastSweep
+		st.BaselineDone = m.BaselineDone
 		st.Orders = tx.Bucket(bucketOrders).Stats().KeyN
 		st.OutboxDepth = tx.Bucket(bucketOutbox).Stats().KeyN
 		return nil

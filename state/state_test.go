@@ -809,8 +809,14 @@ func TestStats(t *testing.T) {
 	}
 	fi, _ := os.Stat(s.Path())
 	if st.Orders != 1300 || st.OutboxDepth != 5 || !st.Watermark.Equal(wm) || !st.Baseline.Equal(wm.Add(-time.Hour)) ||
-		!st.LastSweep.Equal(wm) || st.FileSize != fi.Size() || st.SchemaVersion != SchemaVersion {
+		!st.LastSweep.Equal(wm) || st.FileSize != fi.Size() || st.SchemaVersion != SchemaVersion || st.BaselineDone {
 		t.Errorf("Stats = %+v", st)
+	}
+	if err := s.Commit(Commit{BaselineDone: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.Stats(); err != nil || !st.BaselineDone {
+		t.Errorf("after the baseline: Stats = %+v, %v; want BaselineDone", st, err)
 	}
 }
 

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,9 +18,12 @@ import (
 	"github.com/orderwatch/orderwatch/state"
 )
 
-// runCheck is `watcher check`: validate the config, log in, search once,
-// connect to NATS and check the stream, warn about scope filters the spec
-// does not list. It prints a report and exits 0 only when all is well.
+// runCheck is `watcher check`: validate the config; when no watcher runs on
+// the state file, open it, log in (or reuse the stored session) and search
+// once, keeping the session in the file for `watcher run`; when a watcher
+// holds the file, ask it over HTTP instead and open no session; then connect
+// to NATS and check the stream. It prints a report and exits 0 only when all
+// is well.
 func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	cfg, err := LoadConfig()
 	if err != nil {
@@ -42,26 +49,16 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	client, err := plenty.New(plenty.Config{
-		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
-		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
-		Tokens: checkTokens(cfg.StatePath), NoRenew: true, Retry: plenty.RetryConfig{MaxElapsed: 20 * time.Second},
-	})
-	if err != nil {
-		report(err, "", "client")
-		return exitFail
-	}
-	err = client.Login(ctx)
-	report(err, "logged in to "+cfg.PlentyURL, "login")
-	if err == nil {
-		group, _ := cfg.scopeGroup()
-		p, err := client.SearchOrders(ctx, plenty.Query{Filters: scope, Complex: group, ItemsPerPage: 1})
-		if err == nil {
-			th := client.Throttle()
-			report(nil, fmt.Sprintf("order search: %d orders in scope; calls left: short %d/%d, long %d/%d",
-				p.TotalsCount, th.Short.CallsLeft, th.Short.Limit, th.Long.CallsLeft, th.Long.Limit), "")
-		} else {
-			report(err, "", "order search")
+	store, err := state.Open(cfg.StatePath, state.Options{Timeout: 200 * time.Millisecond, OutboxMax: cfg.OutboxMax})
+	switch {
+	case errors.Is(err, state.ErrLocked):
+		checkRunning(ctx, cfg, stdout, report)
+	case err != nil:
+		report(stateOpenError(err), "", "state file (no login without a place to keep the session)")
+	default:
+		checkService(ctx, cfg, store, stdout, report)
+		if err := store.Close(); err != nil {
+			report(err, "", "state file")
 		}
 	}
 
@@ -86,7 +83,10 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 				err = pub.EnsureStream(ctx)
 			}
 			if err != nil && cfg.StreamCreate && errors.Is(err, jetstream.ErrStreamNotFound) {
-				fmt.Fprintf(stdout, "WARN stream %s: %v (the watcher creates it at start: WATCHER_STREAM_CREATE=true)\n", cfg.Stream, err)
+				// Not a failure: `watcher run` creates it (its error text
+				// speaks of creation being disabled, which is not the case).
+				fmt.Fprintf(stdout, "ok   stream %s does not exist yet: the watcher creates it at start (WATCHER_STREAM_CREATE=true), capturing %s.> with a duplicate window of %s\n",
+					cfg.Stream, cfg.SubjectPrefix, cfg.DuplicateWindow)
 			} else {
 				report(err, fmt.Sprintf("stream %s captures %s.> with a duplicate window", cfg.Stream, cfg.SubjectPrefix), "stream "+cfg.Stream)
 			}
@@ -100,21 +100,87 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// checkTokens reuses the watcher's stored session when the state file can
-// be read (no second session); a running watcher holds the lock, and then
-// check logs in with a session of its own, in memory.
-func checkTokens(path string) plenty.TokenStore {
-	s, err := state.Open(path, state.Options{ReadOnly: true, Timeout: 200 * time.Millisecond})
+// checkService logs in with the session kept in the state file (a new login
+// only when it holds no live one; the new session is stored there for
+// `watcher run`) and searches once.
+func checkService(ctx context.Context, cfg *Config, store *state.Store, stdout io.Writer, report func(error, string, string)) {
+	report(nil, "state file "+cfg.StatePath+" (no watcher running on it)", "")
+	before, _ := store.LoadToken(ctx)
+	client, err := plenty.New(plenty.Config{
+		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
+		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
+		UserAgent: "orderwatch-check/" + version,
+		Tokens:    store, NoRenew: true, Retry: plenty.RetryConfig{MaxElapsed: 20 * time.Second},
+	})
 	if err != nil {
-		return &plenty.MemoryTokenStore{}
+		report(err, "", "client")
+		return
 	}
-	defer s.Close()
-	t, err := s.LoadToken(context.Background())
-	m := &plenty.MemoryTokenStore{}
+	err = client.Login(ctx)
+	after, _ := store.LoadToken(ctx)
+	okText := "logged in to " + cfg.PlentyURL + "; the session is kept in the state file for `watcher run`"
+	if before != (plenty.Token{}) && before.AccessToken == after.AccessToken {
+		okText = "session stored in the state file is live: reused it, no login"
+	}
+	report(err, okText, "login")
+	if err != nil {
+		return
+	}
+	group, _ := cfg.scopeGroup()
+	scope, _ := cfg.scopeFilters()
+	p, err := client.SearchOrders(ctx, plenty.Query{Filters: scope, Complex: group, ItemsPerPage: 1})
+	if err != nil {
+		report(err, "", "order search")
+		return
+	}
+	th := client.Throttle()
+	report(nil, fmt.Sprintf("order search: %d orders in scope; calls left: short %d/%d, long %d/%d",
+		p.TotalsCount, th.Short.CallsLeft, th.Short.Limit, th.Long.CallsLeft, th.Long.Limit), "")
+}
+
+// checkRunning asks the watcher that holds the state file (WATCHER_HTTP_ADDR)
+// instead of logging in: a second session beside the watcher's would count
+// against the shop's session limit for the token's lifetime.
+func checkRunning(ctx context.Context, cfg *Config, stdout io.Writer, report func(error, string, string)) {
+	base := localURL(cfg.HTTPAddr)
+	fmt.Fprintf(stdout, "ok   a watcher is running on %s: asking it at %s instead of logging in (no second session)\n", cfg.StatePath, base)
+	code, body, err := getLocal(ctx, base, "/readyz")
+	switch {
+	case err != nil:
+		report(fmt.Errorf("%v: set WATCHER_HTTP_ADDR to the running watcher's address", err), "", "running watcher")
+		return
+	case code != http.StatusOK:
+		report(fmt.Errorf("%d %s", code, bytes.TrimSpace(body)), "", "running watcher not ready")
+	default:
+		report(nil, "running watcher ready: "+string(bytes.TrimSpace(body)), "")
+	}
+	code, body, err = getLocal(ctx, base, "/state")
+	var rep stateReport
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET /state answered %d: %s", code, bytes.TrimSpace(body))
+	}
 	if err == nil {
-		_ = m.SaveToken(context.Background(), t)
+		err = json.Unmarshal(body, &rep)
 	}
-	return m
+	if err != nil {
+		report(err, "", "running watcher's state")
+		return
+	}
+	wm := "none yet"
+	if !rep.Watermark.IsZero() {
+		wm = rep.Watermark.Format(time.RFC3339)
+	}
+	report(nil, fmt.Sprintf("running watcher's state: watermark %s, %d orders tracked, outbox %d", wm, rep.OrdersTracked, rep.OutboxDepth), "")
+}
+
+// stateOpenError adds what to do to an error opening the state file when
+// its path cannot be used (the default, /var/lib/orderwatch/state.db, is the
+// container's volume and rarely exists elsewhere).
+func stateOpenError(err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, state.ErrNotWritable) {
+		return fmt.Errorf("%w (set WATCHER_STATE_PATH to a file in a writable directory, e.g. WATCHER_STATE_PATH=./orderwatch-state.db outside a container)", err)
+	}
+	return err
 }
 
 func waitConnected(ctx context.Context, connected func() bool, limit time.Duration) error {
@@ -138,41 +204,3 @@ type emptyOutbox struct{}
 func (emptyOutbox) Outbox(uint64, int) ([]state.OutboxEntry, error) { return nil, nil }
 func (emptyOutbox) DeleteOutbox(...uint64) error                    { return nil }
 func (emptyOutbox) OutboxDepth() int                                { return 0 }
-
-// runState is `watcher state`: what the state file holds.
-func runState(stdout, stderr io.Writer) int {
-	path := "/var/lib/orderwatch/state.db"
-	if cfg, err := LoadConfig(); err == nil {
-		path = cfg.StatePath
-	} else if p := getenvStatePath(); p != "" {
-		path = p
-	}
-	s, err := state.Open(path, state.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		if errors.Is(err, state.ErrLocked) {
-			fmt.Fprintf(stdout, "%s is locked by a running watcher: its figures are on /metrics (orderwatch_outbox_depth, orderwatch_watermark_lag_seconds, ...)\n", path)
-			return exitFail
-		}
-		fmt.Fprintln(stderr, "watcher state:", err)
-		return exitFail
-	}
-	defer s.Close()
-	st, err := s.Stats()
-	if err != nil {
-		fmt.Fprintln(stderr, "watcher state:", err)
-		return exitFail
-	}
-	ts := func(t time.Time) string {
-		if t.IsZero() {
-			return "never"
-		}
-		return fmt.Sprintf("%s (%s ago)", t.Format(time.RFC3339), time.Since(t).Round(time.Second))
-	}
-	fmt.Fprintf(stdout, "state file     %s (%d bytes, schema %d)\n", path, st.FileSize, st.SchemaVersion)
-	fmt.Fprintf(stdout, "watermark      %s\n", ts(st.Watermark))
-	fmt.Fprintf(stdout, "baseline       %s\n", ts(st.Baseline))
-	fmt.Fprintf(stdout, "last sweep     %s\n", ts(st.LastSweep))
-	fmt.Fprintf(stdout, "orders         %d\n", st.Orders)
-	fmt.Fprintf(stdout, "outbox depth   %d\n", st.OutboxDepth)
-	return exitOK
-}

@@ -258,7 +258,3 @@ const usageFormat = `| Variable | Default | Description |
 func writeUsage(w io.Writer) error {
 	return envconfig.Usagef(envPrefix, &Config{}, w, usageFormat)
 }
-
-// getenvStatePath reads WATCHER_STATE_PATH alone (watcher state works
-// without the service's credentials).
-func getenvStatePath() string { return os.Getenv(envPrefix + "_STATE_PATH") }

@@ -52,7 +52,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	}()
 	d.store, err = state.Open(cfg.StatePath, state.Options{Timeout: 2 * time.Second, OutboxMax: cfg.OutboxMax, OnWritable: d.onWritable})
 	if err != nil {
-		return nil, err
+		return nil, stateOpenError(err)
 	}
 	d.gap.Store(int64(cfg.PollInterval))
 
@@ -256,6 +256,8 @@ func (d *daemon) handler() http.Handler {
 		fmt.Fprintln(w, why)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
+	mux.HandleFunc("GET /state", d.serveStateReport)            // statecmd.go
+	mux.HandleFunc("GET /state/orders/{id}", d.serveOrderState) // statecmd.go
 	return mux
 }
 

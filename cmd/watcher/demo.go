@@ -88,7 +88,9 @@ Watch with the nats CLI:  nats --server %s sub 'orders.>'
 Events as they happen (Ctrl-C to stop):
 `, simURL, *orders, *rate, natsURL, d.httpURL(), d.httpURL(), *interval, natsURL, natsURL)
 
-	sub, err := printEvents(natsURL, stdout)
+	started := time.Now()
+	tally := &eventTally{orders: map[int64]bool{}}
+	sub, err := printEvents(natsURL, stdout, tally)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo: subscribe:", err)
 		return exitFail
@@ -103,12 +105,50 @@ Events as they happen (Ctrl-C to stop):
 	}()
 	err = d.run(ctx)
 	wg.Wait()
-	sub.Flush()
+	drain(sub, 2*time.Second)
+	fmt.Fprintln(stdout, tally.summary(sim.Stats(), time.Since(started)))
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitFail
 	}
 	return exitOK
+}
+
+// eventTally counts what the demo printed, for its summary line.
+type eventTally struct {
+	mu     sync.Mutex
+	events int
+	orders map[int64]bool
+}
+
+func (t *eventTally) add(orderID int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.events++
+	t.orders[orderID] = true
+}
+
+// summary is the demo's last line: "summary: 12 events printed for 9
+// orders; the watcher made 31 calls to the shop (1 login) in 40s".
+func (t *eventTally) summary(st plentysim.Stats, took time.Duration) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	logins := "logins"
+	if st.LoginCalls == 1 {
+		logins = "login"
+	}
+	return fmt.Sprintf("summary: %d events printed for %d orders; the watcher made %d calls to the shop (%d %s) in %s",
+		t.events, len(t.orders), st.Calls, st.LoginCalls, logins, took.Round(time.Second))
+}
+
+// drain lets the subscriber print the events already on their way.
+func drain(nc *nats.Conn, limit time.Duration) {
+	if nc.Drain() != nil {
+		return
+	}
+	for deadline := time.Now().Add(limit); !nc.IsClosed() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // demoConfig is the watcher's configuration in the demo: short delays so a
@@ -154,7 +194,7 @@ func startNATS(storeDir string) (*server.Server, error) {
 }
 
 // printEvents subscribes to every event and prints it as one line.
-func printEvents(url string, w io.Writer) (*nats.Conn, error) {
+func printEvents(url string, w io.Writer, tally *eventTally) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, nats.Name("orderwatch-demo-subscriber"))
 	if err != nil {
 		return nil, err
@@ -162,6 +202,7 @@ func printEvents(url string, w io.Writer) (*nats.Conn, error) {
 	var mu sync.Mutex
 	_, err = nc.Subscribe("orders.>", func(m *nats.Msg) {
 		line := describeEvent(m.Data)
+		tally.add(eventOrderID(m.Data))
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(w, "%s  %-60s %s\n", time.Now().Format("15:04:05"), line, m.Subject)
@@ -171,6 +212,17 @@ func printEvents(url string, w io.Writer) (*nats.Conn, error) {
 		return nil, err
 	}
 	return nc, nc.Flush()
+}
+
+// eventOrderID is the order id of an event (0 when unreadable).
+func eventOrderID(data []byte) int64 {
+	var ev struct {
+		Data struct {
+			OrderID int64 `json:"orderId"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal(data, &ev)
+	return ev.Data.OrderID
 }
 
 // describeEvent renders an event for a person: "#1042 status 5 -> 7 (unlocked)".

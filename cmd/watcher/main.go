@@ -1,12 +1,7 @@
 // Command watcher is orderwatch: it turns the order search of a commerce
-// REST service without webhooks into a stream of typed order events on NATS.
-//
-//	watcher [run]   the daemon (default)
-//	watcher demo    simulator + embedded NATS + watcher, events printed
-//	watcher check   validate the config, log in, search once, check NATS
-//	watcher state   what the state file holds
-//	watcher version
-//	watcher help    the configuration table
+// REST service without webhooks (plentymarkets' REST API) into a stream of
+// typed order events on NATS. `watcher help` lists the commands and the
+// configuration; see commandHelp.
 package main
 
 import (
@@ -47,15 +42,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: watcher [run|demo|check|state|version|help]")
-		fmt.Fprintln(stdout, "\nConfiguration (environment variables):")
+		writeHelp(stdout)
 		if err := writeUsage(stdout); err != nil {
 			fmt.Fprintln(stderr, err)
 			return exitFail
 		}
 		return exitOK
 	case "version":
-		fmt.Fprintln(stdout, "orderwatch", version)
+		b := readBuildInfo()
+		fmt.Fprintf(stdout, "orderwatch %s (revision %s, %s)\n", b.version, b.revision, b.goVersion)
 		return exitOK
 	case "run":
 		return runWatcher(ctx, stderr)
@@ -64,10 +59,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "check":
 		return runCheck(ctx, stdout, stderr)
 	case "state":
-		return runState(stdout, stderr)
+		return runState(ctx, args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "watcher: unknown command %q (try: watcher help)\n", cmd)
 	return exitConfig
+}
+
+// commandHelp says what each command does (`watcher help`; the README's
+// command list).
+const commandHelp = `usage: watcher [command]
+
+Commands:
+  run                  The daemon (the default): sweeps the service's order search, diffs against
+                       the state file, publishes events to NATS; serves /healthz, /readyz,
+                       /metrics, /state and /state/orders/{id} on WATCHER_HTTP_ADDR. Stops on
+                       SIGTERM/SIGINT after flushing the outbox.
+  demo [flags]         A simulated shop, an embedded NATS server and the watcher in one process;
+                       prints each event as a line, and a summary line when stopped (Ctrl-C).
+                       Nothing leaves the machine. "watcher demo -h" lists its flags.
+  check                Checks the configuration, the state file, the service and NATS. Logs in
+                       only when no watcher runs on the state file (the session is kept there
+                       for "watcher run"); otherwise asks the running watcher over HTTP and
+                       opens no session. Exit 0 when all is well.
+  state [-json] [ID]   What the state file holds (watermark, baseline, first-sync progress, last
+                       sweep, orders tracked, outbox depth, file size), or the tracked state of
+                       order ID as JSON. Asks the running watcher when it holds the file.
+  version              The version, VCS revision and Go version of this binary.
+  help                 This text and the configuration table.
+`
+
+func writeHelp(w io.Writer) {
+	fmt.Fprint(w, commandHelp)
+	fmt.Fprintln(w, "\nConfiguration (environment variables):")
 }
 
 // runWatcher is `watcher run`: the daemon until SIGTERM/SIGINT.

@@ -89,6 +89,7 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 	reg.MustRegister(m.apiCalls, m.apiDuration, m.throttled, m.sweepDuration, m.sweeps, m.sweepCalls, m.ordersScanned,
 		m.rescans, m.badEntries, m.events, m.published, m.publishErrors, m.lastSweepOK)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(buildInfoCollector()) // buildinfo.go
 
 	for _, period := range []string{"long", "short", "route"} {
 		period := period

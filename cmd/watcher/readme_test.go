@@ -7,18 +7,26 @@ import (
 	"testing"
 )
 
-// TestReadmeConfigTable keeps the README's configuration table identical to
-// what `watcher help` prints.
-func TestReadmeConfigTable(t *testing.T) {
+// readmeBlock returns the README's text between <!-- name:begin --> and
+// <!-- name:end -->.
+func readmeBlock(t *testing.T, name string) string {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "<!-- config:begin -->\n")
-	table, _, ok2 := strings.Cut(rest, "<!-- config:end -->")
+	_, rest, ok := strings.Cut(string(readme), "<!-- "+name+":begin -->\n")
+	block, _, ok2 := strings.Cut(rest, "<!-- "+name+":end -->")
 	if !ok || !ok2 {
-		t.Fatal("README.md has no config:begin/config:end markers")
+		t.Fatalf("README.md has no %s:begin/%s:end markers", name, name)
 	}
+	return block
+}
+
+// TestReadmeConfigTable keeps the README's configuration table identical to
+// what `watcher help` prints.
+func TestReadmeConfigTable(t *testing.T) {
+	table := readmeBlock(t, "config")
 	var want bytes.Buffer
 	if err := writeUsage(&want); err != nil {
 		t.Fatal(err)

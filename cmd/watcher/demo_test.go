@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bufio"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDemoSummaryOnSignal: stopped with SIGTERM (as with Ctrl-C), the demo
+// ends with a summary line whose counts match what it printed.
+func TestDemoSummaryOnSignal(t *testing.T) {
+	bin := watcherBin(t)
+	cmd := exec.Command(bin, "demo", "-rate", "4", "-interval", "1s")
+	cmd.Env = cleanEnv()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	isEvent := func(l string) bool { return strings.Contains(l, " #") && strings.Contains(l, "orders.") }
+	var all []string
+	events := 0
+	deadline := time.After(30 * time.Second)
+	for events == 0 {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("demo ended early:\n%s", strings.Join(all, "\n"))
+			}
+			all = append(all, l)
+			if isEvent(l) {
+				events++
+			}
+		case <-deadline:
+			t.Fatalf("no event within 30s:\n%s", strings.Join(all, "\n"))
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	for l := range lines {
+		all = append(all, l)
+		if isEvent(l) {
+			events++
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("demo after SIGTERM: %v", err)
+	}
+	last := all[len(all)-1]
+	m := regexp.MustCompile(`^summary: (\d+) events printed for (\d+) orders; the watcher made (\d+) calls to the shop \((\d+) logins?\) in \S+$`).FindStringSubmatch(last)
+	if m == nil {
+		t.Fatalf("the demo's last line is not its summary: %q", last)
+	}
+	if n, _ := strconv.Atoi(m[1]); n != events {
+		t.Errorf("summary says %s events, the demo printed %d", m[1], events)
+	}
+	if orders, _ := strconv.Atoi(m[2]); orders < 1 || orders > events {
+		t.Errorf("summary says %s orders for %d events", m[2], events)
+	}
+	if calls, _ := strconv.Atoi(m[3]); calls < 2 || m[4] != "1" {
+		t.Errorf("summary says %s calls and %s logins, want at least a login and a search, one login", m[3], m[4])
+	}
+}
