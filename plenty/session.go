@@ -58,9 +58,10 @@ func first(a, b string) string {
 
 // salvageLifetime reads expires_in (or expiresIn) from what arrived of a
 // login answer that was cut short, so that the session it may have opened
-// is known to end; 0 when it cannot be read. The token itself is never
-// taken from a broken answer.
+// is known to end; 0 when it cannot be read. Of several, the longest counts
+// (the safe side). The token itself is never taken from a broken answer.
 func salvageLifetime(b []byte) time.Duration {
+	var longest time.Duration
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return 0
@@ -69,20 +70,28 @@ func salvageLifetime(b []byte) time.Duration {
 		t, err := dec.Token()
 		key, ok := t.(string)
 		if err != nil || !ok {
-			return 0
+			return longest
 		}
 		if key != "expires_in" && key != "expiresIn" {
 			var skip json.RawMessage
 			if dec.Decode(&skip) != nil {
-				return 0
+				return longest
 			}
 			continue
 		}
 		var n FlexInt
-		if dec.Decode(&n) != nil || n <= 0 || n > 10*365*86400 {
-			return 0
+		if dec.Decode(&n) != nil {
+			return longest
 		}
-		return time.Duration(n) * time.Second
+		// A number the cut went through (86400 cut to 864) reads as a
+		// smaller one: only a number followed by more of the object counts.
+		rest := bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n")
+		if len(rest) == 0 || rest[0] != ',' && rest[0] != '}' {
+			return longest
+		}
+		if n > 0 && n <= 10*365*86400 {
+			longest = max(longest, time.Duration(n)*time.Second)
+		}
 	}
 }
 
