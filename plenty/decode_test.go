@@ -126,6 +126,16 @@ func TestDecimalJSON(t *testing.T) {
 	if string(b) != `{"S":5.10,"Z":null}` {
 		t.Errorf("Marshal = %s: the received text must be kept, absent as null", b)
 	}
+	// A decimal string that is no JSON number as it stands (found by FuzzDecodePage).
+	for in, want := range map[string]string{`"00"`: "0", `"05.10"`: "5.1", `"-007"`: "-7", `"0.5"`: "0.5", `"-0e1"`: "-0e1"} {
+		var d Decimal
+		if err := json.Unmarshal([]byte(in), &d); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := json.Marshal(d); err != nil || string(b) != want {
+			t.Errorf("Marshal(%s) = %s, %v; want %s", in, b, err, want)
+		}
+	}
 }
 
 func TestParseTime(t *testing.T) {
