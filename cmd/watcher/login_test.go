@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +46,23 @@ func TestFaultLostLoginAnswers(t *testing.T) {
 	if n == 0 {
 		t.Error("no event reached the stream")
 	}
-	t.Logf("3 lost login answers: ready after %v, %d logins, at most %d sessions at once, 0 session-limit 429s, %d events checked",
-		ready.Round(time.Second), st.LoginCalls, st.MaxConcurrentSessions, n)
+	t.Logf("3 lost login answers: ready after %v, %d logins (at %s), at most %d sessions at once, 0 session-limit 429s, %d events checked",
+		ready.Round(time.Second), st.LoginCalls, f.loginTimes(start), st.MaxConcurrentSessions, n)
+}
+
+// loginTimes lists when the watcher's logins ended, from its log.
+func (f *faultEnv) loginTimes(start time.Time) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var at []string
+	for _, line := range strings.Split(f.logs.String(), "\n") {
+		var l struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && (l.Msg == "logged in" || strings.HasPrefix(l.Msg, "login answer lost")) {
+			at = append(at, fmt.Sprintf("%.0fs", l.Time.Sub(start).Seconds()))
+		}
+	}
+	return strings.Join(at, ", ")
 }
