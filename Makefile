@@ -35,6 +35,7 @@ fuzz-corpus:
 	for dir in "$$cache"/*/Fuzz*; do \
 		[ -d "$$dir" ] || continue; \
 		rel=$${dir#"$$cache"/}; pkg=$${rel%/*}; t=$${rel##*/}; \
+		$(GO) test -list="^$$t\$$" ./$$pkg | grep -qx "$$t" || continue; \
 		mkdir -p "$$pkg/testdata/fuzz/$$t"; \
 		ls -Sr "$$dir" | head -n $(FUZZKEEP) | while read -r f; do cp -n "$$dir/$$f" "$$pkg/testdata/fuzz/$$t/"; done; \
 		echo "$$pkg/testdata/fuzz/$$t: $$(ls "$$pkg/testdata/fuzz/$$t" | wc -l) inputs"; \

@@ -15,9 +15,11 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -75,13 +77,27 @@ type Config struct {
 	// LoginBackoff: after a session-limit 429 or refused credentials, no
 	// login is tried again for this long. Default 5m.
 	LoginBackoff time.Duration
+	// LoginSpacing: after a login whose answer was lost (it may have
+	// opened a session), no login for this long; it doubles with every
+	// further lost answer, up to LoginBackoff, and starts again after a
+	// login that works. Default 5s.
+	LoginSpacing time.Duration
+	// MaxSessions is the shop's limit of concurrent sessions until the
+	// service names it (max_current_sessions). Logins whose answers were
+	// lost never hold, with the next login, all of them. Default 3.
+	MaxSessions int
+	// SessionLifetime is how long a session is assumed to live when a lost
+	// login answer did not say (expires_in) and no login has said it yet.
+	// Default 24h (expires_in 86400 on real systems).
+	SessionLifetime time.Duration
 
 	Pacer *Pacer // default NewPacer(PacerConfig{})
 	Retry RetryConfig
 
 	Logger     *slog.Logger
 	Now        func() time.Time
-	OnResponse func(CallInfo) // called after every exchange (metrics)
+	OnResponse func(CallInfo)    // called after every exchange (metrics)
+	OnLogin    func(LoginResult) // called after every login request (metrics)
 }
 
 // Client talks to the service. It is safe for concurrent use; logins are
@@ -95,11 +111,10 @@ type Client struct {
 	now    func() time.Time
 	pacer  *Pacer
 
-	sessMu         sync.Mutex // held while a token is obtained
+	sessMu         sync.Mutex // held while a token is obtained: one login or renewal in flight at most
 	token          Token
 	tokenLoaded    bool
-	loginBlocked   time.Time // no login before this
-	loginBlockErr  error
+	logins         loginGuard
 	refreshRefused bool      // the service does not renew tokens: re-login on expiry
 	refreshRetry   time.Time // no renewal attempt before this (after a transient failure)
 
@@ -143,6 +158,15 @@ func New(cfg Config) (*Client, error) {
 	if cfg.LoginBackoff <= 0 {
 		cfg.LoginBackoff = 5 * time.Minute
 	}
+	if cfg.LoginSpacing <= 0 {
+		cfg.LoginSpacing = 5 * time.Second
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 3
+	}
+	if cfg.SessionLifetime <= 0 {
+		cfg.SessionLifetime = 24 * time.Hour
+	}
 	if cfg.Retry.Initial <= 0 {
 		cfg.Retry.Initial = 500 * time.Millisecond
 	}
@@ -174,6 +198,7 @@ func New(cfg Config) (*Client, error) {
 	return &Client{
 		cfg: cfg, base: base, accept: accept, http: hc,
 		log: cfg.Logger, now: cfg.Now, pacer: cfg.Pacer,
+		logins: loginGuard{spacing: cfg.LoginSpacing, limit: cfg.MaxSessions},
 	}, nil
 }
 
@@ -253,10 +278,13 @@ type request struct {
 	body                    []byte
 	auth                    bool
 	decode                  func([]byte) error // nil: body ignored
-	// final: a 2xx whose body does not decode is not retried. Login and
-	// refresh: their 2xx opened or rotated a session already; another try
-	// would open another.
+	// final: a failure after the request may have reached the service (no
+	// answer, a 2xx that does not decode, a 5xx) is not retried but
+	// returned as ErrAnswerLost. Login and refresh: the request may have
+	// opened or rotated a session; another try would open another.
 	final bool
+	// salvage (final requests) gets what arrived of such a lost answer.
+	salvage func([]byte)
 }
 
 // call makes the request with pacing, the session, and retries.
@@ -268,6 +296,14 @@ func (c *Client) call(ctx context.Context, r request) error {
 	)
 	bo := backoff.WithContext(b, ctx)
 	relogged := false
+	var sent atomic.Bool // the request went out whole: it may have reached the service
+	if r.final {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				sent.Store(true)
+			}
+		}})
+	}
 	for {
 		if err := c.pacer.Wait(ctx); err != nil {
 			return fmt.Errorf("%s: %w", r.op, err)
@@ -279,6 +315,7 @@ func (c *Client) call(ctx context.Context, r request) error {
 				return fmt.Errorf("%s: %w", r.op, err)
 			}
 		}
+		sent.Store(false)
 		status, body, err := c.exchange(ctx, r, tok.AccessToken)
 		if err == nil && status/100 == 2 {
 			if r.decode == nil {
@@ -289,12 +326,18 @@ func (c *Client) call(ctx context.Context, r request) error {
 				return nil
 			}
 			if r.final {
-				return fmt.Errorf("%s: %w", r.op, err)
+				return r.lost(body, err)
 			}
 			// A 200 with a body cut short or not JSON: worth another try.
 		}
+		if err != nil && r.final && sent.Load() {
+			return r.lost(body, err)
+		}
 		if err == nil {
 			apiErr := c.apiError(r.op, status, body)
+			if r.final && status >= 500 {
+				return r.lost(nil, apiErr)
+			}
 			if status == http.StatusUnauthorized && r.auth && !relogged {
 				relogged = true
 				c.dropToken(ctx, tok)
@@ -327,6 +370,14 @@ func (c *Client) call(ctx context.Context, r request) error {
 			return fmt.Errorf("%s: %w", r.op, err)
 		}
 	}
+}
+
+// lost reports the failure of a final request after it was sent.
+func (r request) lost(partial []byte, err error) error {
+	if r.salvage != nil && len(partial) > 0 {
+		r.salvage(partial)
+	}
+	return fmt.Errorf("%s: %w: %w", r.op, ErrAnswerLost, err)
 }
 
 // exchange sends one request and reads the whole body. A transport error or
@@ -375,8 +426,8 @@ func (c *Client) exchange(ctx context.Context, r request, access string) (status
 	c.observeClock(info.Throttle)
 	c.pacer.Observe(resp.StatusCode, info.Throttle)
 	body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("%s: read body: %w", r.op, err)
+	if err != nil { // what arrived is returned, for salvage
+		return resp.StatusCode, body, fmt.Errorf("%s: read body: %w", r.op, err)
 	}
 	if len(body) > maxBody {
 		return resp.StatusCode, nil, fmt.Errorf("%s: body larger than %d bytes", r.op, maxBody)

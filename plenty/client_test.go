@@ -564,3 +564,99 @@ func TestRepeated401HoldsLogin(t *testing.T) {
 		t.Errorf("%d logins for 5 refused calls, want 2 (the first, one retry, then the backoff)", logins)
 	}
 }
+
+// sweepUntilServed calls SearchOrders the way the poller's sweeps do: after
+// a failure the next sweep comes later (a second), and while logins are
+// held back the fake clock is moved to the end of the hold. It returns the
+// fake time it took.
+func sweepUntilServed(t *testing.T, e *env, c *plenty.Client) time.Duration {
+	t.Helper()
+	start := e.clk.Now()
+	for range 100 {
+		_, err := c.SearchOrders(context.Background(), plenty.Query{})
+		if err == nil {
+			return e.clk.Now().Sub(start)
+		}
+		var held *plenty.LoginHeldError
+		if errors.As(err, &held) && held.Until.After(e.clk.Now()) {
+			e.clk.Advance(held.Until.Sub(e.clk.Now()))
+			continue
+		}
+		e.clk.Advance(time.Second)
+	}
+	t.Fatalf("no search served after 100 sweeps; sim %+v", e.sim.Stats())
+	return 0
+}
+
+// Logins whose answers are lost after the service opened the session (the
+// body cut off, the connection dropped mid-body, no answer before the
+// timeout, a 500) must not pile up sessions: the first three logins are
+// answered that way, the shop allows 3 sessions, and sessions live 30 s.
+// The client spaces its logins, never holds the whole limit with sessions
+// it may have opened, and is served once a login works.
+func TestLostLoginAnswersDoNotPileUpSessions(t *testing.T) {
+	for _, kind := range []plentysim.LoginFault{plentysim.LoginCut, plentysim.LoginDrop, plentysim.LoginHang, plentysim.LoginServerError} {
+		t.Run(string(kind), func(t *testing.T) {
+			e := newEnv(t, plentysim.Config{TokenTTL: 30 * time.Second, MaxSessions: 3})
+			e.sim.Generate(10, e.clk.Now().Add(-time.Hour), e.clk.Now())
+			if err := e.sim.FailLogins(3, kind); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			results := map[plenty.LoginResult]int{}
+			c := e.client(t, func(c *plenty.Config) {
+				c.Timeout = 100 * time.Millisecond // LoginHang: the answer never comes
+				c.OnLogin = func(r plenty.LoginResult) { mu.Lock(); results[r]++; mu.Unlock() }
+			})
+			took := sweepUntilServed(t, e, c)
+			st := e.sim.Stats()
+			if st.SessionLimit429 != 0 || st.LoginCalls > 5 || st.MaxConcurrentSessions >= 3 {
+				t.Errorf("%d session-limit 429s, %d logins, %d sessions at once: want 0, at most 5, and never the shop's 3", st.SessionLimit429, st.LoginCalls, st.MaxConcurrentSessions)
+			}
+			mu.Lock()
+			if results[plenty.LoginAmbiguous] != 3 || results[plenty.LoginOK] != 1 {
+				t.Errorf("login results %v: want 3 ambiguous, 1 ok", results)
+			}
+			mu.Unlock()
+			switch kind {
+			case plentysim.LoginCut, plentysim.LoginDrop:
+				// The part of the answer that arrived says expires_in 30.
+				if took > 2*time.Minute {
+					t.Errorf("served after %v: the lost answers said their sessions end after 30 s", took)
+				}
+			default:
+				// Nothing says when those sessions end: assumed a day.
+				if took < 24*time.Hour {
+					t.Errorf("served after %v: two sessions of unknown lifetime may exist; the third login must wait for the first to end", took)
+				}
+			}
+		})
+	}
+}
+
+// The limit the service names (max_current_sessions in the login answer)
+// replaces the default: with a limit of 2, one session that a lost answer
+// may have opened is as many as the client may hold.
+func TestLearnedSessionLimit(t *testing.T) {
+	e := newEnv(t, plentysim.Config{TokenTTL: 30 * time.Second, MaxSessions: 2, LoginStyle: plentysim.LoginBoth})
+	c := e.client(t, nil)
+	search(t, c, plenty.Query{})
+	e.sim.ExpireSessions()
+	if err := e.sim.FailLogins(1, plentysim.LoginDrop); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.SearchOrders(context.Background(), plenty.Query{}) // 401, a login whose answer is lost
+	if !errors.Is(err, plenty.ErrAnswerLost) {
+		t.Fatalf("err = %v, want ErrAnswerLost", err)
+	}
+	e.clk.Advance(10 * time.Second) // past the spacing
+	_, err = c.SearchOrders(context.Background(), plenty.Query{})
+	var held *plenty.LoginHeldError
+	if !errors.As(err, &held) || held.Until.Before(e.clk.Now().Add(15*time.Second)) {
+		t.Fatalf("err = %v: want logins held until the unsure session has ended (~20 s from now)", err)
+	}
+	sweepUntilServed(t, e, c)
+	if st := e.sim.Stats(); st.MaxConcurrentSessions != 1 || st.SessionLimit429 != 0 || st.LoginCalls != 3 {
+		t.Errorf("stats %+v: want one session at a time, no 429, 3 logins", st)
+	}
+}

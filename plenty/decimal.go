@@ -148,12 +148,24 @@ func (d *Decimal) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the value as a JSON number in its received text, or null.
+// MarshalJSON writes the value as a JSON number in its received text, or
+// null. A decimal string that is no JSON number as it stands ("05", "00.5")
+// is written in its canonical form.
 func (d Decimal) MarshalJSON() ([]byte, error) {
 	if d.text == "" {
 		return []byte("null"), nil
 	}
+	if leadingZero(d.text) {
+		return []byte(d.Canonical()), nil
+	}
 	return []byte(d.text), nil
+}
+
+// leadingZero reports an integer part with a leading zero ("05", "-00.5"):
+// valid for ParseDecimal, not in JSON.
+func leadingZero(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	return len(s) > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '9'
 }
 
 // parts splits the value into sign, integer digits (no leading zeros, at least

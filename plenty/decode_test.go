@@ -126,6 +126,16 @@ func TestDecimalJSON(t *testing.T) {
 	if string(b) != `{"S":5.10,"Z":null}` {
 		t.Errorf("Marshal = %s: the received text must be kept, absent as null", b)
 	}
+	// A decimal string that is no JSON number as it stands (found by FuzzDecodePage).
+	for in, want := range map[string]string{`"00"`: "0", `"05.10"`: "5.1", `"-007"`: "-7", `"0.5"`: "0.5", `"-0e1"`: "-0e1"} {
+		var d Decimal
+		if err := json.Unmarshal([]byte(in), &d); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := json.Marshal(d); err != nil || string(b) != want {
+			t.Errorf("Marshal(%s) = %s, %v; want %s", in, b, err, want)
+		}
+	}
 }
 
 func TestParseTime(t *testing.T) {
@@ -271,6 +281,54 @@ func TestDecodePageGarbage(t *testing.T) {
 	}
 }
 
+// The page decoder reads what encoding/json reads: escaped keys, keys in
+// another case, the last of repeated keys (also a repeated "entries").
+func TestDecodePageReadsWhatEncodingJSONReads(t *testing.T) {
+	const at = `"updatedAt":"2026-11-22T10:00:00+01:00"`
+	tests := []struct {
+		name, body string
+		ids        []int64  // the orders, in order
+		status     []string // their statusId
+		bad        int
+	}{
+		{"escaped key", `{"totalsCount":1,"entries":[{"id":1,"st\u0061tusId":9,` + at + `}]}`, []int64{1}, []string{"9"}, 0},
+		{"escaped entries key", `{"totalsCount":1,"entr\u0069es":[{"id":1,` + at + `}]}`, []int64{1}, []string{""}, 0},
+		{"key in another case", `{"totalsCount":1,"entries":[{"ID":1,"STATUSID":"5.1",` + at + `}]}`, []int64{1}, []string{"5.1"}, 0},
+		{"repeated entries: the last counts", `{"totalsCount":1,"entries":[{"id":1,` + at + `}],"entries":[{"id":2,` + at + `}]}`, []int64{2}, []string{""}, 0},
+		{"repeated entries, a longer first", `{"totalsCount":1,"entries":[{"id":1,` + at + `},{"id":3,` + at + `}],"entries":[{"id":2,` + at + `}]}`, []int64{2}, []string{""}, 0},
+		{"repeated field in an entry", `{"totalsCount":1,"entries":[{"id":1,"statusId":5,"statusId":6,` + at + `}]}`, []int64{1}, []string{"6"}, 0},
+		{"repeated totalsCount", `{"totalsCount":7,"totalsCount":1,"entries":[{"id":1,` + at + `}]}`, []int64{1}, []string{""}, 0},
+		{"bad entry between good ones", `{"totalsCount":3,"entries":[{"id":1,` + at + `},{"id":2,"statusId":{},` + at + `},{"id":3,` + at + `}]}`, []int64{1, 3}, []string{"", ""}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := DecodePage([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []int64
+			var status []string
+			for _, o := range p.Orders {
+				ids = append(ids, o.ID)
+				status = append(status, o.StatusID.String())
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(tt.ids) || fmt.Sprint(status) != fmt.Sprint(tt.status) || len(p.Bad) != tt.bad {
+				t.Errorf("orders %v statuses %q bad %d; want %v %q %d", ids, status, len(p.Bad), tt.ids, tt.status, tt.bad)
+			}
+			if p.TotalsCount != int64(len(tt.ids)+tt.bad) {
+				t.Errorf("totalsCount %d", p.TotalsCount)
+			}
+			// The same as encoding/json's own reading of the entries.
+			var ref struct {
+				Entries []json.RawMessage `json:"entries"`
+			}
+			if err := json.Unmarshal([]byte(tt.body), &ref); err != nil || len(ref.Entries) != len(p.Orders)+len(p.Bad) {
+				t.Errorf("encoding/json reads %d entries (%v), the decoder %d", len(ref.Entries), err, len(p.Orders)+len(p.Bad))
+			}
+		})
+	}
+}
+
 func TestDecodeOrderTypes(t *testing.T) {
 	tests := []struct {
 		name string
@@ -386,4 +444,36 @@ func BenchmarkDecodePage(b *testing.B) {
 		}
 	}
 	b.ReportMetric(250*float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+}
+
+// What arrived of a cut login answer tells the lifetime of the session it
+// opened only where expires_in arrived whole: every cut of the fixtures
+// gives 0 or the full 86400 s, never a number the cut went through.
+func TestSalvageLifetime(t *testing.T) {
+	for _, f := range []string{"login-snake.json", "login-camel.json", "login-both.json"} {
+		body := fixture(t, f)
+		known := false
+		for i := range len(body) + 1 {
+			switch got := salvageLifetime(body[:i]); got {
+			case 0:
+			case 86400 * time.Second:
+				known = true
+			default:
+				t.Fatalf("%s cut at %d (%q): lifetime %v", f, i, body[:i], got)
+			}
+		}
+		if !known || salvageLifetime(body) != 86400*time.Second {
+			t.Errorf("%s: the lifetime was never read", f)
+		}
+	}
+	for _, b := range []string{`{"expires_in":"30",`, `{"token_type":{"x":[1]},"expires_in":30}`, `{"expiresIn": 30 ,"accessToken":"ab`} {
+		if got := salvageLifetime([]byte(b)); got != 30*time.Second {
+			t.Errorf("%s: %v, want 30s", b, got)
+		}
+	}
+	for _, b := range []string{`{"expires_in":30`, `{"expires_in":-5,`, `{"expires_in":"soon",`, `["expires_in",30]`, `{"x":"expires_in","y":30,`, ``} {
+		if got := salvageLifetime([]byte(b)); got != 0 {
+			t.Errorf("%s: %v, want 0", b, got)
+		}
+	}
 }

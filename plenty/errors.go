@@ -22,6 +22,11 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrThrottled: the service answered 429 for a rate limit.
 	ErrThrottled = errors.New("throttled")
+	// ErrAnswerLost: a login or renewal request may have reached the
+	// service, but its answer was lost (connection dropped or timed out
+	// after the request was sent, a 2xx body cut short or unreadable, a
+	// 5xx). A login may have opened a session the client cannot use.
+	ErrAnswerLost = errors.New("answer lost after the request was sent")
 )
 
 // APIError is a non-2xx answer of the service, decoded from either error body

@@ -17,6 +17,13 @@ func addFixtures(f *testing.F, names ...string) {
 
 func FuzzDecodePage(f *testing.F) {
 	addFixtures(f, "search-page.json", "search-page-strings.json", "search-page-empty.json", "search-page-bad-entry.json")
+	for _, b := range []string{
+		`{"totalsCount":1,"entries":[{"id":1,"st\u0061tusId":9,"updatedAt":"2026-11-22T10:00:00+01:00"}]}`,
+		`{"totalsCount":1,"entries":[{"id":1,"updatedAt":"2026-11-22T10:00:00+01:00"}],"entries":[{"id":2,"updatedAt":"2026-11-22T10:00:00+01:00"}]}`,
+		`{"totalsCount":"2","page":"1","entries":[{"ID":"7","STATUSID":"5.10","updatedAt":"-0001-11-30T00:00:00+01:00"},null,[],{"id":8,"ownerId":3,"locationId":"1","referrerId":"4.01","updatedAt":"2026-11-22T10:00:00Z"}]}`,
+	} {
+		f.Add([]byte(b))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := DecodePage(body)
 		if err != nil {
@@ -24,6 +31,34 @@ func FuzzDecodePage(f *testing.F) {
 				t.Fatal("a page with an error")
 			}
 			return
+		}
+		if !json.Valid(body) {
+			t.Fatal("accepted a body that is not JSON")
+		}
+		// Every entry encoding/json reads is an order or a bad entry, in
+		// its place, with its text kept.
+		var ref struct {
+			Entries []json.RawMessage `json:"entries"`
+		}
+		if err := json.Unmarshal(body, &ref); err != nil || len(ref.Entries) != len(p.Orders)+len(p.Bad) {
+			t.Fatalf("encoding/json reads %d entries (%v), the decoder %d orders + %d bad", len(ref.Entries), err, len(p.Orders), len(p.Bad))
+		}
+		next, bad := 0, 0
+		for i, raw := range ref.Entries {
+			if bad < len(p.Bad) && p.Bad[bad].Index == i {
+				if string(p.Bad[bad].Raw) != string(raw) {
+					t.Fatalf("bad entry %d: text %q, encoding/json read %q", i, p.Bad[bad].Raw, raw)
+				}
+				bad++
+				continue
+			}
+			if string(p.Orders[next].Raw) != string(raw) {
+				t.Fatalf("entry %d: text %q, encoding/json read %q", i, p.Orders[next].Raw, raw)
+			}
+			next++
+		}
+		if bad != len(p.Bad) {
+			t.Fatalf("bad entries out of order: %v", p.Bad)
 		}
 		for _, o := range p.Orders {
 			if o.ID <= 0 || o.UpdatedAt.IsZero() || len(o.Raw) == 0 {
@@ -175,6 +210,31 @@ func FuzzParseTimeFast(f *testing.F) {
 		_, ro := ref.Zone()
 		if !fast.Equal(ref) || fo != ro || fast.Format(time.RFC3339) != ref.Format(time.RFC3339) {
 			t.Fatalf("%q: fast %v, time.Parse %v", s, fast, ref)
+		}
+	})
+}
+
+// FuzzSalvageLifetime: what a cut login answer says of its session's
+// lifetime never shrinks as more of the answer arrives (a cut never
+// shortens it), and it is what DecodeToken reads from a whole answer or
+// longer.
+func FuzzSalvageLifetime(f *testing.F) {
+	addFixtures(f, "login-snake.json", "login-camel.json", "login-both.json")
+	f.Add([]byte(`{"expires_in":"30",`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) > 300 {
+			return
+		}
+		var prev time.Duration
+		for i := range len(body) + 1 {
+			got := salvageLifetime(body[:i])
+			if got < prev || got > 10*365*24*time.Hour {
+				t.Fatalf("cut at %d: lifetime %v after %v at a shorter cut", i, got, prev)
+			}
+			prev = got
+		}
+		if tok, err := DecodeToken(body, time.Unix(0, 0)); err == nil && prev != 0 && prev < tok.ExpiresAt.Sub(time.Unix(0, 0)) {
+			t.Fatalf("salvaged %v from a whole answer that says %v", prev, tok.ExpiresAt.Sub(time.Unix(0, 0)))
 		}
 	})
 }

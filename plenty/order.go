@@ -172,9 +172,16 @@ type wireOrder struct {
 	StatusID   Decimal    `json:"statusId"`
 }
 
-// DecodeOrder decodes one entry. It needs an id and an updatedAt; every other
-// field may be absent. The raw bytes are kept (not copied: the caller owns raw).
-func DecodeOrder(raw json.RawMessage) (Order, error) { return decodeOrderFast(raw) }
+// DecodeOrder decodes one entry with encoding/json. It needs an id and an
+// updatedAt; every other field may be absent. The raw bytes are kept (not
+// copied: the caller owns raw).
+func DecodeOrder(raw json.RawMessage) (Order, error) {
+	var w wireOrder
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return Order{}, err
+	}
+	return w.order(raw)
+}
 
 // order checks the decoded fields and builds the Order.
 func (w *wireOrder) order(raw json.RawMessage) (Order, error) {
@@ -233,10 +240,48 @@ func (e EntryError) Error() string {
 	return fmt.Sprintf("entry %d (%s): %v: %s", e.Index, id, e.Err, truncate(e.Raw, 200))
 }
 
-// DecodePage decodes an order search response body. A body that is not a
-// paginated envelope (not JSON, truncated, no totalsCount or entries) is an
-// error; an undecodable entry is reported in Page.Bad.
-func DecodePage(body []byte) (*Page, error) { return decodePageFast(body) }
+// envelope is the JSON shape of a search page. Its entries are kept as text
+// and decoded one by one, so that an entry that does not decode spoils only
+// itself.
+type envelope struct {
+	Page           FlexInt           `json:"page"`
+	TotalsCount    *FlexInt          `json:"totalsCount"`
+	IsLastPage     bool              `json:"isLastPage"`
+	LastPageNumber FlexInt           `json:"lastPageNumber"`
+	FirstOnPage    FlexInt           `json:"firstOnPage"`
+	LastOnPage     FlexInt           `json:"lastOnPage"`
+	ItemsPerPage   FlexInt           `json:"itemsPerPage"`
+	Entries        []json.RawMessage `json:"entries"`
+}
+
+// DecodePage decodes an order search response body with encoding/json, so it
+// reads what encoding/json reads (escaped keys, keys in another case, the
+// last of repeated keys). A body that is not a paginated envelope (not
+// JSON, truncated, no totalsCount or entries, an envelope field of the wrong
+// type) is an error; an undecodable entry is reported in Page.Bad.
+func DecodePage(body []byte) (*Page, error) {
+	var w envelope
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, &DecodeError{What: "order search page", Body: truncate(body, 200), Err: err}
+	}
+	if w.TotalsCount == nil || w.Entries == nil {
+		return nil, &DecodeError{What: "order search page", Body: truncate(body, 200), Err: errors.New("not a paginated envelope (no totalsCount or entries)")}
+	}
+	p := &Page{
+		Page: int64(w.Page), TotalsCount: int64(*w.TotalsCount), IsLastPage: w.IsLastPage, LastPageNumber: int64(w.LastPageNumber),
+		FirstOnPage: int64(w.FirstOnPage), LastOnPage: int64(w.LastOnPage), ItemsPerPage: int64(w.ItemsPerPage),
+		Orders: make([]Order, 0, len(w.Entries)),
+	}
+	for i, raw := range w.Entries {
+		o, err := DecodeOrder(raw)
+		if err != nil {
+			p.Bad = append(p.Bad, EntryError{Index: i, ID: rawID(raw), Raw: raw, Err: err})
+			continue
+		}
+		p.Orders = append(p.Orders, o)
+	}
+	return p, nil
+}
 
 // rawID digs the id out of an entry that did not decode, for the error report.
 func rawID(raw json.RawMessage) string {
@@ -270,13 +315,25 @@ func truncate(b []byte, n int) []byte {
 	return b[:n]
 }
 
-// jsonString decodes a JSON string; the common case (no escapes, valid
-// UTF-8) without encoding/json.
+// jsonString decodes a JSON string; the common case (printable ASCII, no
+// escapes) without encoding/json and, for the short values that repeat,
+// without allocating.
 func jsonString(b []byte) (string, error) {
-	s := scanner{b: b}
-	v, err := s.stringValue()
-	if err == nil && !s.atEnd() {
-		err = s.errorf("data after the string")
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' && plainASCII(b[1:len(b)-1]) {
+		return intern(b[1 : len(b)-1]), nil
 	}
-	return v, err
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -52,6 +53,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 	var (
 		status int
 		body   []byte
+		lose   LoginFault
 	)
 	switch {
 	case rej != nil:
@@ -69,9 +71,59 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 		n := len(s.live)
 		s.stats.MaxConcurrentSessions = max(s.stats.MaxConcurrentSessions, n)
 		status, body = http.StatusOK, s.tokenBody(sess, n)
+		if s.lostLogins.n > 0 {
+			s.lostLogins.n--
+			s.stats.FaultsInjected++
+			lose = s.lostLogins.kind
+		}
 	}
 	s.ctl.Unlock()
-	writeJSON(w, status, body)
+	switch lose {
+	case LoginCut:
+		writeJSON(w, http.StatusOK, body[:len(body)/2])
+	case LoginDrop:
+		dropConnection(w, body)
+	case LoginHang:
+		<-r.Context().Done() // the client gave up
+	case LoginServerError:
+		writeJSON(w, http.StatusInternalServerError, serverErrorBody)
+	default:
+		writeJSON(w, status, body)
+	}
+}
+
+// LoginFault is a way the answer to a login gets lost after the service
+// opened the session.
+type LoginFault string
+
+// Login faults.
+const (
+	LoginCut         LoginFault = "cut"  // 200 with the token body cut in the middle (Content-Length matching the cut)
+	LoginDrop        LoginFault = "drop" // 200 announcing the whole body; half of it is sent, then the connection is closed
+	LoginHang        LoginFault = "hang" // no answer until the client gives up (its timeout)
+	LoginServerError LoginFault = "500"  // 500 with a JSON error body
+)
+
+// lostLogins is what FailLogins set.
+type lostLogins struct {
+	n    int
+	kind LoginFault
+}
+
+// FailLogins makes the next n logins that open a session lose their answer
+// the way kind says. The session is opened all the same: it counts against
+// MaxSessions until it expires, as on a real system whose answer was lost on
+// the way. n <= 0 ends it.
+func (s *Server) FailLogins(n int, kind LoginFault) error {
+	switch kind {
+	case LoginCut, LoginDrop, LoginHang, LoginServerError:
+	default:
+		return fmt.Errorf("login fault %q: want cut, drop, hang or 500", kind)
+	}
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	s.lostLogins = lostLogins{n: max(n, 0), kind: kind}
+	return nil
 }
 
 func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request, now time.Time) {

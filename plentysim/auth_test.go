@@ -1,7 +1,10 @@
 package plentysim
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -249,5 +252,52 @@ func TestUnauthorized(t *testing.T) {
 	}
 	if st := h.sim.Stats(); st.Unauthorized401 != 2*len(tests) {
 		t.Errorf("Unauthorized401 = %d", st.Unauthorized401)
+	}
+}
+
+// FailLogins: the session opens, its answer is lost in the way asked for,
+// and the count of lost answers runs out.
+func TestFailLogins(t *testing.T) {
+	for _, kind := range []LoginFault{LoginCut, LoginDrop, LoginHang, LoginServerError} {
+		t.Run(string(kind), func(t *testing.T) {
+			h := newHarness(t, Config{TokenTTL: 30 * time.Second})
+			if err := h.sim.FailLogins(2, kind); err != nil {
+				t.Fatal(err)
+			}
+			client := &http.Client{Timeout: 200 * time.Millisecond}
+			for i := range 2 {
+				resp, err := client.Post(h.srv.URL+PathLogin, "application/json", bytes.NewReader(loginBody("demo", "demo")))
+				var body []byte
+				if err == nil {
+					body, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				switch kind {
+				case LoginCut:
+					if err != nil || resp.StatusCode != 200 || json.Valid(body) || !bytes.Contains(body, []byte(`"expires_in":30`)) {
+						t.Errorf("login %d: %v %s: want a 200 whose body is cut after expires_in", i, err, body)
+					}
+				case LoginDrop:
+					if !errors.Is(err, io.ErrUnexpectedEOF) || !bytes.Contains(body, []byte(`"expires_in":30`)) {
+						t.Errorf("login %d: %v %q: want half a body, then the connection closed", i, err, body)
+					}
+				case LoginHang:
+					if err == nil {
+						t.Errorf("login %d answered %d; want no answer before the client's timeout", i, resp.StatusCode)
+					}
+				case LoginServerError:
+					if err != nil || resp.StatusCode != 500 {
+						t.Errorf("login %d: %v; want a 500", i, err)
+					}
+				}
+			}
+			h.login() // the third is answered
+			if st := h.sim.Stats(); st.ActiveSessions != 3 || st.LoginCalls != 3 || st.FaultsInjected != 2 {
+				t.Errorf("stats %+v: every login opened a session, two answers were lost", st)
+			}
+		})
+	}
+	if err := newHarness(t, Config{}).sim.FailLogins(1, "slow"); err == nil {
+		t.Error("an unknown login fault must be refused")
 	}
 }

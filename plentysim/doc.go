@@ -20,7 +20,8 @@
 //     <prefix>-Calls-Reset, and a count of calls made while blocked.
 //   - A Date header from the configured clock.
 //   - Injected faults on search: 500, 502 HTML, truncated body, invalid
-//     JSON, dropped connection, latency.
+//     JSON, dropped connection, latency; on login (FailLogins): the session
+//     is opened and its answer lost (cut, dropped, never sent, or a 500).
 //
 // Tests mutate orders (SetStatus, SetLock, Touch, MutateRandom, RunMutator),
 // inspect History and Stats, and hook SetBeforeSearch to change orders

@@ -209,6 +209,7 @@ type Server struct {
 	throttle     throttleState
 	stats        Stats
 	beforeSearch func(*http.Request, int)
+	lostLogins   lostLogins // see FailLogins
 }
 
 // New returns a Server without orders. It panics when cfg.Validate fails.

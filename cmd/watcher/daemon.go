@@ -63,6 +63,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		UserAgent: "orderwatch/" + version, Tokens: d.store,
 		Logger:     log.With("component", "client"),
 		OnResponse: func(c plenty.CallInfo) { m.observeCall(c) },
+		OnLogin:    func(r plenty.LoginResult) { m.observeLogin(r) },
 	})
 	if err != nil {
 		return nil, configErr("%v", err)

@@ -28,6 +28,7 @@ type metrics struct {
 	published     prometheus.Counter
 	publishErrors prometheus.Counter
 	lastSweepOK   prometheus.Gauge
+	logins        *prometheus.CounterVec
 
 	watermark atomic.Int64 // unix seconds of the verified watermark
 }
@@ -86,6 +87,14 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 			Name: "orderwatch_last_verified_sweep_timestamp_seconds", Help: "When the last sweep completed without error (unix time).",
 		}),
 	}
+	m.logins = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orderwatch_logins_total",
+		Help: "Login requests by result: ok, refused, ambiguous (the answer was lost: a session may exist), session_limit, error (no session possible).",
+	}, []string{"result"})
+	for _, r := range []plenty.LoginResult{plenty.LoginOK, plenty.LoginRefused, plenty.LoginAmbiguous, plenty.LoginSessionLimit, plenty.LoginError} {
+		m.logins.WithLabelValues(string(r))
+	}
+	reg.MustRegister(m.logins)
 	reg.MustRegister(m.apiCalls, m.apiDuration, m.throttled, m.sweepDuration, m.sweeps, m.sweepCalls, m.ordersScanned,
 		m.rescans, m.badEntries, m.events, m.published, m.publishErrors, m.lastSweepOK)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -149,6 +158,9 @@ func (m *metrics) observeCall(c plenty.CallInfo) {
 		m.throttled.Inc()
 	}
 }
+
+// observeLogin is the client's OnLogin hook.
+func (m *metrics) observeLogin(r plenty.LoginResult) { m.logins.WithLabelValues(string(r)).Inc() }
 
 // observeSweep records one sweep's figures.
 func (m *metrics) observeSweep(st poller.Stats, err error) {
