@@ -448,7 +448,9 @@ func TestBrokenLabelsAreRejected(t *testing.T) {
 			labels(m)["currencies"].(map[string]any)["EUR"] = map[string]any{"code": "EUR"}
 		}, "name"},
 		{"payment status as a bare string", func(m map[string]any) { labels(m)["paymentStatuses"].(map[string]any)["3"] = "Captured" }, "paymentStatuses"},
-		{"payment status key 0", func(m map[string]any) { labels(m)["paymentStatuses"].(map[string]any)["0"] = map[string]any{"name": "x"} }, "'0' does not match"},
+		{"payment status key 0", func(m map[string]any) {
+			labels(m)["paymentStatuses"].(map[string]any)["0"] = map[string]any{"name": "x"}
+		}, "'0' does not match"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var m map[string]any
