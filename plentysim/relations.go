@@ -143,16 +143,26 @@ func appendCents(b []byte, c int64) []byte {
 	return strconv.AppendInt(b, c%100, 10)
 }
 
+// appendArray renders `,"name":[...]` with each item written by item.
+func appendArray[T any](b []byte, name string, items []T, item func(b []byte, i int, it *T) []byte) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, `":[`...)
+	for i := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = item(b, i, &items[i])
+	}
+	return append(b, ']')
+}
+
 // appendRelations renders the requested relations of o as members of its
-// entry (each preceded by a comma). Order.Raw members of the same name take
-// their place.
+// entry (each preceded by a comma), then o.Raw; a Raw member takes the
+// place of the relation of the same name.
 func appendRelations(b []byte, o *Order, rels relationSet) []byte {
 	if rels&withAddresses != 0 && !hasRaw(o, RelAddresses) {
-		b = append(b, `,"addresses":[`...)
-		for i, a := range o.Addresses {
-			if i > 0 {
-				b = append(b, ',')
-			}
+		b = appendArray(b, RelAddresses, o.Addresses, func(b []byte, _ int, a *Address) []byte {
 			b = append(b, `{"id":`...)
 			b = strconv.AppendInt(b, a.ID, 10)
 			b = append(b, `,"name1":"","name2":`...)
@@ -171,16 +181,11 @@ func appendRelations(b []byte, o *Order, rels relationSet) []byte {
 			b = strconv.AppendInt(b, a.ID, 10)
 			b = append(b, `,"typeId":`...)
 			b = strconv.AppendInt(b, int64(a.TypeID), 10)
-			b = append(b, "}}"...)
-		}
-		b = append(b, ']')
+			return append(b, "}}"...)
+		})
 	}
 	if rels&withAmounts != 0 && !hasRaw(o, RelAmounts) {
-		b = append(b, `,"amounts":[`...)
-		for i, a := range o.Amounts {
-			if i > 0 {
-				b = append(b, ',')
-			}
+		b = appendArray(b, RelAmounts, o.Amounts, func(b []byte, i int, a *Amount) []byte {
 			b = append(b, `{"id":`...)
 			b = strconv.AppendInt(b, o.ID*10+int64(i)+1, 10)
 			b = append(b, `,"orderId":`...)
@@ -201,16 +206,11 @@ func appendRelations(b []byte, o *Order, rels relationSet) []byte {
 			b = appendCents(b, a.GrossCents)
 			b = append(b, `,"paidAmount":`...)
 			b = appendCents(b, a.PaidCents)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+			return append(b, '}')
+		})
 	}
 	if rels&withPayments != 0 && !hasRaw(o, RelPayments) {
-		b = append(b, `,"payments":[`...)
-		for i, p := range o.Payments {
-			if i > 0 {
-				b = append(b, ',')
-			}
+		b = appendArray(b, RelPayments, o.Payments, func(b []byte, _ int, p *Payment) []byte {
 			b = append(b, `{"id":`...)
 			b = strconv.AppendInt(b, p.ID, 10)
 			b = append(b, `,"amount":`...)
@@ -223,9 +223,8 @@ func appendRelations(b []byte, o *Order, rels relationSet) []byte {
 			b = appendJSONString(b, p.Currency)
 			b = append(b, `,"isSystemCurrency":`...)
 			b = strconv.AppendBool(b, p.Currency == "EUR")
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+			return append(b, '}')
+		})
 	}
 	for _, k := range slices.Sorted(maps.Keys(o.Raw)) {
 		b = append(b, ',')
