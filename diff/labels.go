@@ -83,11 +83,15 @@ func buildIDLabels[T any](items []T, label func(T) (int, []byte)) [][]byte {
 	return out
 }
 
-// labelSet collects the known codes of one entry.
+// labelSet collects the known codes of one entry; the arrays hold the
+// usual few codes without allocating.
 type labelSet struct {
 	countries  []int
 	statuses   []int
 	currencies [][]byte // as sent, unescaped
+
+	countryBuf, statusBuf [8]int
+	currencyBuf           [8][]byte
 }
 
 // relationKeys are the top-level keys that can carry coded values. An entry
@@ -102,6 +106,7 @@ func appendLabels(dst, raw []byte) []byte {
 		return dst
 	}
 	var set labelSet
+	set.countries, set.statuses, set.currencies = set.countryBuf[:0], set.statusBuf[:0], set.currencyBuf[:0]
 	eachMember(raw, func(key, val []byte) {
 		switch string(key) {
 		case "addresses":
