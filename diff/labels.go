@@ -94,10 +94,9 @@ type labelSet struct {
 	currencyBuf           [8][]byte
 }
 
-// relationKeys are the top-level keys that can carry coded values. An entry
-// without any of them (the common case: no WATCHER_WITH) costs one search
-// per key and is not walked.
-var relationKeys = [...][]byte{[]byte(`"addresses"`), []byte(`"amounts"`), []byte(`"payments"`), []byte(`"orderItems"`)}
+// relationKeys are the keys that can carry coded values, without their
+// closing `s"`, which all of them end with.
+var relationKeys = [...]string{`"addresse`, `"amount`, `"payment`, `"orderItem`}
 
 // appendLabels writes `,"labels":{...}` for the entry raw (valid JSON), or
 // nothing when no code in it is known.
@@ -176,13 +175,23 @@ func appendLabels(dst, raw []byte) []byte {
 	return append(dst, '}')
 }
 
+// hasRelationKey reports whether raw holds one of the relation keys (as a
+// key or in a string). It looks only at the few places where `s"` occurs,
+// so an entry without relations (the common case: no WATCHER_WITH) costs
+// one quick search and is not walked.
 func hasRelationKey(raw []byte) bool {
-	for _, k := range relationKeys {
-		if bytes.Contains(raw, k) {
-			return true
+	for i := 0; ; {
+		j := bytes.Index(raw[i:], []byte(`s"`))
+		if j < 0 {
+			return false
+		}
+		i += j + 1 // at the quote
+		for _, k := range relationKeys {
+			if i-1 >= len(k) && string(raw[i-1-len(k):i-1]) == k {
+				return true
+			}
 		}
 	}
-	return false
 }
 
 func appendIDLabels(dst []byte, ids []int, labels [][]byte) []byte {

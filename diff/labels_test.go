@@ -374,3 +374,16 @@ func BenchmarkEncodeWithRelations(b *testing.B) {
 	}
 	b.SetBytes(int64(len(buf)))
 }
+
+func TestHasRelationKey(t *testing.T) {
+	for _, s := range []string{`{"addresses":1}`, `{"amounts":1}`, `{"payments" :1}`, `{"orderItems":[]}`, `"addresses"`, `{"x":"s","payments":[]}`} {
+		if !hasRelationKey([]byte(s)) {
+			t.Errorf("%s: no relation key found", s)
+		}
+	}
+	for _, s := range []string{`{"address":1}`, `addresses"`, `{"amount":"s"}`, `s"`, `"s"`, ``, `{"lockStatus":"x","numberOfDecimals":2}`} {
+		if hasRelationKey([]byte(s)) {
+			t.Errorf("%s: a relation key found", s)
+		}
+	}
+}
