@@ -18,13 +18,17 @@ const ContentType = "application/cloudevents+json"
 //	{"specversion":"1.0","id":..,"source":..,"type":..,"subject":"<orderId>",
 //	 "time":"<after.updatedAt, RFC 3339 with its offset>",
 //	 "datacontenttype":"application/json",
-//	 "data":{"orderId":N,"before":<state|null>,"after":<state>,"order":<entry>}}
+//	 "data":{"orderId":N,"before":<state|null>,"after":<state>,"order":<entry>
+//	         [,"labels":{...}]}}
 //
 // A state renders as State.MarshalJSON does. The entry is written verbatim;
 // invalid UTF-8 in it becomes U+FFFD, and an entry that is not JSON at all
 // (never the case for one decoded by plenty.DecodeOrder) is written as a JSON
-// string, so the result is valid JSON for every input. "time" is left out when
-// after.updatedAt is zero. Encode does not validate source; it is escaped.
+// string, so the result is valid JSON for every input. "labels" names the
+// coded values of the entry's relations from the reference code lists (see
+// appendLabels); it is left out when there is nothing to name. "time" is left
+// out when after.updatedAt is zero. Encode does not validate source; it is
+// escaped.
 func Encode(dst []byte, e Event, source string) []byte {
 	dst = append(dst, `{"specversion":"1.0","id":`...)
 	dst = appendString(dst, e.ID)
@@ -50,7 +54,16 @@ func Encode(dst []byte, e Event, source string) []byte {
 	dst = append(dst, `,"after":`...)
 	dst = appendState(dst, &e.After)
 	dst = append(dst, `,"order":`...)
-	dst = appendRaw(dst, e.Order)
+	raw, valid := cleanRaw(e.Order)
+	switch {
+	case len(raw) == 0:
+		dst = append(dst, "null"...)
+	case valid:
+		dst = append(dst, raw...)
+		dst = appendLabels(dst, raw)
+	default:
+		dst = appendString(dst, string(raw))
+	}
 	return append(dst, "}}"...)
 }
 
@@ -115,20 +128,18 @@ func appendTime(dst []byte, t plenty.Time) []byte {
 	return append(dst, '"')
 }
 
-// appendRaw writes the entry verbatim when it is valid JSON, see Encode.
-func appendRaw(dst []byte, raw json.RawMessage) []byte {
+// cleanRaw returns the entry without surrounding white space and with each
+// invalid UTF-8 byte replaced by U+FFFD (as encoding/json decodes it), and
+// whether it is valid JSON, see Encode.
+func cleanRaw(raw json.RawMessage) (clean []byte, valid bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
-		return append(dst, "null"...)
+		return nil, false
 	}
 	if !utf8.Valid(raw) {
-		// Each invalid byte becomes U+FFFD, as encoding/json decodes it.
 		raw = bytes.Map(func(r rune) rune { return r }, raw)
 	}
-	if json.Valid(raw) {
-		return append(dst, raw...)
-	}
-	return appendString(dst, string(raw))
+	return raw, json.Valid(raw)
 }
 
 const hexDigits = "0123456789abcdef"

@@ -28,6 +28,16 @@ type Order struct {
 	VariationIDs []int64
 	Properties   map[int]string   // orderProperty_<typeId> -> value
 	Relations    map[string]int64 // "contact_receiver" -> id, "warehouse_sender" -> id, ...
+
+	// Addresses, Amounts and Payments are rendered when a search asks for
+	// them with with= (see relations.go); Generate fills them.
+	Addresses []Address
+	Amounts   []Amount
+	Payments  []Payment
+	// Raw holds extra members of the entry as JSON text, rendered verbatim
+	// (unchecked) on every search; one named like a relation ("addresses")
+	// takes that relation's place. For tests of shapes the service might send.
+	Raw map[string]string
 }
 
 // Change is one entry of the mutation history, in the order applied.
@@ -72,6 +82,10 @@ func cloneOrder(o Order) Order {
 	o.VariationIDs = slices.Clone(o.VariationIDs)
 	o.Properties = maps.Clone(o.Properties)
 	o.Relations = maps.Clone(o.Relations)
+	o.Addresses = slices.Clone(o.Addresses)
+	o.Amounts = slices.Clone(o.Amounts)
+	o.Payments = slices.Clone(o.Payments)
+	o.Raw = maps.Clone(o.Raw)
 	return o
 }
 
@@ -246,7 +260,7 @@ func (s *Server) applyLocked(i int, now time.Time, apply func(*Order) Change) Ch
 // Generate adds n orders with createdAt = updatedAt spread over [from, to]
 // (ids increase with time; several orders may share a second) and realistic
 // field variety: decimal statuses and referrers, locks, null owners, items,
-// variations, properties and relations. The sequence is deterministic per
+// variations, properties and relations, addresses, amounts and payments. The sequence is deterministic per
 // Config.Seed. It records no history: it is the pre-existing state.
 func (s *Server) Generate(n int, from, to time.Time) {
 	if n <= 0 {
@@ -274,6 +288,7 @@ func (s *Server) Generate(n int, from, to time.Time) {
 		prev = t
 		o := randomOrder(s.genRNG, t)
 		o.ID = s.nextID
+		s.generateRelations(&o)
 		s.insertLocked(o)
 	}
 }
@@ -447,6 +462,7 @@ func (s *Server) mutateRandomLocked(cfg MutatorConfig, now time.Time) Change {
 	if kind == KindCreated {
 		o := randomOrder(rng, now)
 		o.ID = s.nextID
+		s.generateRelations(&o)
 		s.insertLocked(o)
 		ch := Change{OrderID: o.ID, At: o.UpdatedAt, Kind: KindCreated}
 		s.history = append(s.history, ch)

@@ -21,7 +21,7 @@ import (
 type searchQuery struct {
 	page, perPage int
 	asc           bool
-	items         bool // render orderItems (lazyLoaded=true or with=orderItems)
+	rels          relationSet // relations to render: orderItems (lazyLoaded=true or with=orderItems), with=addresses,amounts,payments
 	conds         []Condition
 	group         *Group
 }
@@ -218,12 +218,12 @@ func (s *Server) parseSearch(r *http.Request) (searchQuery, error) {
 				q.perPage = min(n, s.cfg.MaxItemsPerPage)
 			}
 		case "lazyLoaded":
-			q.items = q.items || v == "true" || v == "1"
+			if v == "true" || v == "1" {
+				q.rels |= withItems
+			}
 		case "with", "with[]":
 			for _, each := range vals[name] {
-				for rel := range strings.SplitSeq(each, ",") {
-					q.items = q.items || strings.TrimSpace(rel) == "orderItems"
-				}
+				q.rels.parseWith(each)
 			}
 		default:
 			c, err := ParseSimpleFilter(name, v)
@@ -282,7 +282,7 @@ func (s *Server) renderPage(q *searchQuery) []byte {
 		if shown > 0 {
 			entries = append(entries, ',')
 		}
-		entries = s.appendEntry(entries, &s.orders[matches[k]], q.items)
+		entries = s.appendEntry(entries, &s.orders[matches[k]], q.rels)
 		shown++
 	}
 	s.mu.RUnlock()
@@ -389,7 +389,7 @@ func (c *resultCache) put(key string, version uint64, matches []int32) {
 }
 
 // appendEntry renders one order as the service does (fixtures/search-page.json).
-func (s *Server) appendEntry(b []byte, o *Order, items bool) []byte {
+func (s *Server) appendEntry(b []byte, o *Order, rels relationSet) []byte {
 	style := s.cfg.StatusStyle
 	asString := style == StatusString || (style == StatusMixed && o.ID%2 == 0)
 	b = append(b, `{"id":`...)
@@ -420,7 +420,7 @@ func (s *Server) appendEntry(b []byte, o *Order, items bool) []byte {
 	} else {
 		b = appendJSONString(b, o.OwnerID)
 	}
-	if items {
+	if rels&withItems != 0 && !hasRaw(o, RelItems) {
 		b = append(b, `,"orderItems":[`...)
 		for i := range max(len(o.ItemIDs), len(o.VariationIDs)) {
 			if i > 0 {
@@ -442,6 +442,7 @@ func (s *Server) appendEntry(b []byte, o *Order, items bool) []byte {
 		}
 		b = append(b, ']')
 	}
+	b = appendRelations(b, o, rels)
 	return append(b, '}')
 }
 

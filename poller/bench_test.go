@@ -22,8 +22,9 @@ import (
 
 // benchPages returns the raw search pages (250 orders each) of a simulated
 // shop of n orders, three times: as generated, with changed of them moved
-// to status 8, and with those moved back (same updatedAt second).
-func benchPages(b *testing.B, n, changed int) (base, there, back [][]byte) {
+// to status 8, and with those moved back (same updatedAt second). extra is
+// added to the query (e.g. "&with=addresses").
+func benchPages(b *testing.B, n, changed int, extra string) (base, there, back [][]byte) {
 	b.Helper()
 	t := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 	sim := plentysim.New(plentysim.Config{Now: func() time.Time { return t }, Seed: 5,
@@ -43,7 +44,7 @@ func benchPages(b *testing.B, n, changed int) (base, there, back [][]byte) {
 	fetch := func() [][]byte {
 		var pages [][]byte
 		for p := 1; p <= (n+249)/250; p++ {
-			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/rest/orders/search?sortBy=orderId&sortOrder=asc&itemsPerPage=250&page=%d", srv.URL, p), nil)
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/rest/orders/search?sortBy=orderId&sortOrder=asc&itemsPerPage=250&page=%d%s", srv.URL, p, extra), nil)
 			req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -79,9 +80,9 @@ func benchPages(b *testing.B, n, changed int) (base, there, back [][]byte) {
 // benchmarkPipeline measures what the sweep does with each page: decode,
 // look up the snapshot, diff, and commit states + events in one fsynced
 // transaction.
-func benchmarkPipeline(b *testing.B, changedPct int) {
+func benchmarkPipeline(b *testing.B, changedPct int, extra string) {
 	const n = 100_000
-	base, there, back := benchPages(b, n, n*changedPct/100)
+	base, there, back := benchPages(b, n, n*changedPct/100, extra)
 	store, err := state.Open(filepath.Join(b.TempDir(), "state.db"), state.Options{NoSync: os.Getenv("BENCH_NOSYNC") != ""})
 	if err != nil {
 		b.Fatal(err)
@@ -126,8 +127,14 @@ func benchmarkPipeline(b *testing.B, changedPct int) {
 	b.ReportMetric(float64(s.st.EventCount())/float64(orders), "events/order")
 }
 
-func BenchmarkPipeline1PctChanged(b *testing.B)   { benchmarkPipeline(b, 1) }
-func BenchmarkPipeline100PctChanged(b *testing.B) { benchmarkPipeline(b, 100) }
+func BenchmarkPipeline1PctChanged(b *testing.B)   { benchmarkPipeline(b, 1, "") }
+func BenchmarkPipeline100PctChanged(b *testing.B) { benchmarkPipeline(b, 100, "") }
+
+// The same with the relations the demo loads: every event names countries,
+// currencies and payment statuses (data.labels).
+func BenchmarkPipeline100PctChangedWithRelations(b *testing.B) {
+	benchmarkPipeline(b, 100, "&with=addresses,amounts,payments")
+}
 
 // syntheticPage renders page p (250 orders from id 1000+250p) in the
 // service's shape; status shifts with round so every round changes 1%.

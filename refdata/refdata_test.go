@@ -274,6 +274,32 @@ func TestIsCurrency(t *testing.T) {
 	}
 }
 
+func TestCurrencyByCode(t *testing.T) {
+	tests := []struct {
+		code, wantCode, wantName string
+		wantOK                   bool
+	}{
+		{"EUR", "EUR", "Euro", true},
+		{"eur", "EUR", "Euro", true},
+		{"GBP", "GBP", "Pound Sterling", true},
+		{"USD", "USD", "US Dollar", true},
+		{"HRK", "HRK", "Kuna", true},
+		{"XXX", "", "", false},
+		{"", "", "", false},
+	}
+	for _, tt := range tests {
+		c, ok := refdata.CurrencyByCode(tt.code)
+		if c.Code != tt.wantCode || c.Name != tt.wantName || ok != tt.wantOK {
+			t.Errorf("CurrencyByCode(%q) = %+v, %v; want %q %q, %v", tt.code, c, ok, tt.wantCode, tt.wantName, tt.wantOK)
+		}
+	}
+	for _, c := range refdata.CurrencyInfos() {
+		if len(c.Code) != 3 || strings.ToUpper(c.Code) != c.Code || c.Name == "" {
+			t.Errorf("currency %+v: want an upper-case three-letter code and a name", c)
+		}
+	}
+}
+
 func TestPaymentStatus(t *testing.T) {
 	tests := []struct {
 		id     int
@@ -370,8 +396,33 @@ func TestReturnedSlicesAreCopies(t *testing.T) {
 }
 
 // specPath is the reference documentation the tables were transcribed
-// from. It lives outside the module and may be absent.
-var specPath = filepath.Join("..", "..", "shared", "spec", "001_cea69128628fdcc7.txt")
+// from: a verbatim copy, kept in the module so the test stands alone.
+var specPath = filepath.Join("testdata", "reference-code-lists.txt")
+
+// sharedSpecPath is where the copy came from: the service documents kept
+// next to the repository while it is developed. It may be absent.
+var sharedSpecPath = filepath.Join("..", "..", "shared", "spec", "001_cea69128628fdcc7.txt")
+
+// TestSpecCopyIsCurrent compares the copy in testdata with the service
+// documents when they are next to the repository, so a newer list is noticed.
+// Without them there is nothing to compare, and the test says so.
+func TestSpecCopyIsCurrent(t *testing.T) {
+	shared, err := os.ReadFile(sharedSpecPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Logf("%s is absent: the copy in %s is the reference", sharedSpecPath, specPath)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := os.ReadFile(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(own) != string(shared) {
+		t.Errorf("%s differs from %s: copy the new list and update the tables", specPath, sharedSpecPath)
+	}
+}
 
 // specSection returns the body of the "### title..." section of spec.
 func specSection(t *testing.T, spec, title string) string {
@@ -420,13 +471,10 @@ func lastParagraph(s string) string {
 	return paras[len(paras)-1]
 }
 
-// TestTablesMatchSpec re-reads the spec file, when present, and checks
-// every list against the tables to guard the transcription.
+// TestTablesMatchSpec re-reads the reference documentation (testdata) and
+// checks every list against the tables to guard the transcription.
 func TestTablesMatchSpec(t *testing.T) {
 	data, err := os.ReadFile(specPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("spec file %s not present", specPath)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -381,3 +381,93 @@ func pointer(doc any, ptr string) (any, error) {
 	}
 	return cur, nil
 }
+
+// enrichedOrder is an entry with the relations WATCHER_WITH loads (as the
+// real service renders them) and codes of every labelled kind, an unknown
+// one among them.
+const enrichedOrder = `{"id":2302,"referrerId":1,"plentyId":41523,"typeId":1,"lockStatus":"unlocked","locationId":"1",` +
+	`"createdAt":"2026-11-20T11:40:17+01:00","updatedAt":"2026-11-22T10:02:41+01:00","statusId":5,"ownerId":"3",` +
+	`"addresses":[{"id":11,"countryId":255},{"id":12,"countryId":0},{"id":13,"countryId":111}],` +
+	`"amounts":[{"id":1,"currency":"EUR"},{"id":2,"currency":"XXX"}],` +
+	`"payments":[{"id":7,"status":3,"currency":"CHF","mopId":6000}],` +
+	`"orderItems":[{"id":1,"amounts":[{"currency":"gbp"}]}]}`
+
+// TestEnrichedEventsValidate: events of every type whose entry carries
+// relations validate, with labels of every kind.
+func TestEnrichedEventsValidate(t *testing.T) {
+	o, err := plenty.DecodeOrder(json.RawMessage(enrichedOrder))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[diff.Type]bool{}
+	for _, ev := range decideAll(o) {
+		b := diff.Encode(nil, ev, "https://shop.example/rest")
+		if err := Validate(b); err != nil {
+			t.Errorf("%s does not validate: %v\n%s", ev.Type, err, b)
+		}
+		var m struct {
+			Data struct {
+				Labels map[string]map[string]json.RawMessage `json:"labels"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, kind := range []string{"countries", "currencies", "paymentStatuses"} {
+			if len(m.Data.Labels[kind]) == 0 {
+				t.Errorf("%s: no %s labels: %s", ev.Type, kind, b)
+			}
+		}
+		seen[ev.Type] = true
+	}
+	for _, typ := range Types {
+		if !seen[diff.Type(typ)] {
+			t.Errorf("no enriched %s event", typ)
+		}
+	}
+}
+
+func TestBrokenLabelsAreRejected(t *testing.T) {
+	o, err := plenty.DecodeOrder(json.RawMessage(enrichedOrder))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, evs := diff.Decide(nil, o, diff.Options{})
+	labels := func(m map[string]any) map[string]any { return m["data"].(map[string]any)["labels"].(map[string]any) }
+	for _, tc := range []struct {
+		name   string
+		break_ func(m map[string]any)
+		want   string
+	}{
+		{"empty labels", func(m map[string]any) { m["data"].(map[string]any)["labels"] = map[string]any{} }, "labels"},
+		{"unknown kind", func(m map[string]any) { labels(m)["units"] = map[string]any{"1": map[string]any{"name": "Piece"}} }, "units"},
+		{"country key not an id", func(m map[string]any) { labels(m)["countries"].(map[string]any)["DE"] = map[string]any{"iso": "DE"} }, "'DE' does not match"},
+		{"country code in lower case", func(m map[string]any) { labels(m)["countries"].(map[string]any)["1"] = map[string]any{"iso": "de"} }, "iso"},
+		{"empty country label", func(m map[string]any) { labels(m)["countries"].(map[string]any)["1"] = map[string]any{} }, "countries"},
+		{"currency label without a name", func(m map[string]any) {
+			labels(m)["currencies"].(map[string]any)["EUR"] = map[string]any{"code": "EUR"}
+		}, "name"},
+		{"payment status as a bare string", func(m map[string]any) { labels(m)["paymentStatuses"].(map[string]any)["3"] = "Captured" }, "paymentStatuses"},
+		{"payment status key 0", func(m map[string]any) {
+			labels(m)["paymentStatuses"].(map[string]any)["0"] = map[string]any{"name": "x"}
+		}, "'0' does not match"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m map[string]any
+			d := json.NewDecoder(bytes.NewReader(diff.Encode(nil, evs[0], "https://shop.example/rest")))
+			d.UseNumber()
+			if err := d.Decode(&m); err != nil {
+				t.Fatal(err)
+			}
+			tc.break_(m)
+			b, _ := json.Marshal(m)
+			err := Validate(b)
+			if err == nil {
+				t.Fatalf("accepted:\n%s", b)
+			}
+			if !strings.Contains(fmt.Sprintf("%#v", err)+err.Error(), tc.want) {
+				t.Errorf("error does not mention %q: %v", tc.want, err)
+			}
+		})
+	}
+}

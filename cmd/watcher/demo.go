@@ -160,6 +160,8 @@ func demoConfig(simURL, natsURL, statePath string, interval time.Duration) *Conf
 		SubjectPrefix: "orders", PublishInFlight: 256, StatePath: statePath, OutboxMax: 100000,
 		PollInterval: interval, Settle: time.Second, Overlap: 5 * time.Second, StartFrom: StartFrom{Back: 30 * 24 * time.Hour},
 		CallShare: 0.25, ItemsPerPage: 250, SlicePages: 4, BadEntries: "hold",
+		// Relations with coded values, so the events show data.labels.
+		With:     []string{"addresses", "amounts", "payments"},
 		HTTPAddr: freeAddr("127.0.0.1:9090"), LogFormat: "text", LogLevel: "warn", ShutdownTimeout: 5 * time.Second,
 	}
 }
