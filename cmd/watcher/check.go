@@ -2,21 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/state"
 )
 
 // runCheck is `watcher check`: validate the config, log in, search once,
-// connect to NATS and check the stream, warn about scope filters the spec
-// does not list. It prints a report and exits 0 only when all is well.
+// connect to NATS and check the stream, say how the scope was split. It prints a report and exits 0 only when all is well.
 func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	cfg, err := LoadConfig()
 	if err != nil {
@@ -33,12 +35,8 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "ok   %s\n", okText)
 	}
-	scope, _ := cfg.scopeFilters()
-	for _, f := range scope {
-		if _, inSpec := plenty.FieldKind(f.Field); !inSpec {
-			fmt.Fprintf(stdout, "WARN scope filter %q is not in the service's documented filter list: an unknown name is ignored silently and widens the sweep to every order\n", f.Field)
-		}
-	}
+	scope, _ := cfg.scope()
+	writeScope(stdout, scope)
 
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -54,11 +52,10 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	err = client.Login(ctx)
 	report(err, "logged in to "+cfg.PlentyURL, "login")
 	if err == nil {
-		group, _ := cfg.scopeGroup()
-		p, err := client.SearchOrders(ctx, plenty.Query{Filters: scope, Complex: group, ItemsPerPage: 1})
+		p, err := client.SearchOrders(ctx, plenty.Query{Filters: scope.Sent, Complex: scope.SentGroup, ItemsPerPage: 1})
 		if err == nil {
 			th := client.Throttle()
-			report(nil, fmt.Sprintf("order search: %d orders in scope; calls left: short %d/%d, long %d/%d",
+			report(nil, fmt.Sprintf("order search: %d orders match the filters sent; calls left: short %d/%d, long %d/%d",
 				p.TotalsCount, th.Short.CallsLeft, th.Short.Limit, th.Long.CallsLeft, th.Long.Limit), "")
 		} else {
 			report(err, "", "order search")
@@ -98,6 +95,32 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "check passed")
 	return exitOK
+}
+
+// writeScope says how the scope was split: what the service filters, what
+// orderwatch evaluates on before and after of every change.
+func writeScope(w io.Writer, sp diff.ScopeSplit) {
+	if len(sp.Sent) == 0 && sp.SentGroup == nil && sp.Local == nil {
+		fmt.Fprintln(w, "ok   scope: every order (WATCHER_SCOPE and WATCHER_SCOPE_JSON are empty)")
+		return
+	}
+	var sent []string
+	for _, f := range sp.Sent {
+		sent = append(sent, diff.FilterString(f))
+	}
+	if sp.SentGroup != nil {
+		b, _ := json.Marshal(sp.SentGroup)
+		sent = append(sent, "complex "+string(b))
+	}
+	if len(sent) == 0 {
+		sent = []string{"nothing (every order is read)"}
+	}
+	fmt.Fprintf(w, "ok   scope sent to the service (fields that never change): %s\n", strings.Join(sent, " and "))
+	if sp.Local != nil {
+		fmt.Fprintf(w, "ok   scope evaluated by orderwatch on before and after (fields that change; an order leaving the scope is published): %s\n", sp.Local)
+	} else {
+		fmt.Fprintln(w, "ok   scope evaluated by orderwatch: nothing")
+	}
 }
 
 // checkTokens reuses the watcher's stored session when the state file can
