@@ -158,9 +158,9 @@ func TestScopeMatch(t *testing.T) {
 	}
 	// null and nn in a complex filter.
 	for body, want := range map[string][2]bool{
-		`{"fields":[{"field":"ownerId","operator":"null","value":null}]}`:          {false, true},
-		`{"fields":[{"field":"ownerId","operator":"nn","value":null}]}`:            {true, false},
-		`{"fields":[{"field":"ownerId","operator":"nin","value":["3"]}]}`:          {false, true},
+		`{"fields":[{"field":"ownerId","operator":"null","value":null}]}`:                                                                     {false, true},
+		`{"fields":[{"field":"ownerId","operator":"nn","value":null}]}`:                                                                       {true, false},
+		`{"fields":[{"field":"ownerId","operator":"nin","value":["3"]}]}`:                                                                     {false, true},
 		`{"conditionType":"or","fields":[{"field":"statusId","operator":"eq","value":5},{"field":"ownerId","operator":"null","value":null}]}`: {true, true},
 	} {
 		sp, err := SplitScope(nil, mustGroup(t, body))
@@ -186,7 +186,9 @@ func TestDecideScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	opt := Options{Scope: sp.Local}
-	at := func(sec int) string { return `updatedAt="2026-11-22T10:02:` + string(rune('0'+sec/10)) + string(rune('0'+sec%10)) + `+01:00"` }
+	at := func(sec int) string {
+		return `updatedAt="2026-11-22T10:02:` + string(rune('0'+sec/10)) + string(rune('0'+sec%10)) + `+01:00"`
+	}
 
 	// Never in scope: not stored, no event, in the baseline or after it.
 	for _, inBaseline := range []bool{true, false} {

@@ -66,7 +66,7 @@ type Config struct {
 	// ScopeLocal is the part of the scope evaluated on before and after of
 	// every change (statusId, lockStatus, ...): an order leaving it is
 	// published. nil: none.
-	ScopeLocal *diff.Scope
+	ScopeLocal   *diff.Scope
 	With         []string
 	LazyLoaded   bool
 	ItemsPerPage int // requested page size [250]; the envelope's size is what counts
