@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/publisher"
@@ -26,16 +26,7 @@ func TestFlappingWithinOneSecondReachesTheStream(t *testing.T) {
 	e := newEnv(t, plentysim.Config{}, poller.Config{Settle: time.Nanosecond, SubjectPrefix: "orders"})
 	o := e.sim.AddOrder(plentysim.Order{StatusID: "5", CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0.Add(-time.Hour)})
 
-	opts := server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
-	ns, err := server.NewServer(&opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS did not start")
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := testnats.Start(t)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,53 +21,31 @@ import (
 // its true before; an order outside the scope produces nothing, until it
 // enters (3 -> 6: discovered). With the filter sent to the service (before
 // the fix) the first change already went unseen. Default limits and
-// configuration, except the test's short interval, settle and overlap.
+// configuration, except the test's short interval, settle, overlap and
+// client timeout.
 func TestScopeOrdersLeaveAndReturn(t *testing.T) {
-	bin := watcherBin(t)
+	// The fault suite's world (300 orders that do not change, the real
+	// binary, an in-process NATS server), with the service's default limits.
+	// Relaxed: WATCHER_CALL_SHARE=1, or the long-run budget stretches the
+	// test's 300ms interval to seconds (the test would take twice as long).
+	f := newFaultEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: 166000}},
+		"WATCHER_SCOPE=statusId=in:5,6")
 	past := time.Now().Add(-time.Hour)
-	sim := plentysim.New(plentysim.Config{Seed: 12})
-	a := sim.AddOrder(plentysim.Order{StatusID: "5", CreatedAt: past, UpdatedAt: past})
-	b := sim.AddOrder(plentysim.Order{StatusID: "3", CreatedAt: past, UpdatedAt: past})
-	c := sim.AddOrder(plentysim.Order{StatusID: "6", CreatedAt: past, UpdatedAt: past})
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-	ns := startNATSServer(t)
-	addr := freePort(t)
-
-	cmd := exec.Command(bin, "run")
-	cmd.Env = append(cleanEnv(),
-		"WATCHER_PLENTY_URL="+srv.URL, "WATCHER_PLENTY_USERNAME=demo", "WATCHER_PLENTY_PASSWORD=demo",
-		"WATCHER_NATS_URL="+ns.ClientURL(), "WATCHER_STATE_PATH="+filepath.Join(t.TempDir(), "state.db"),
-		"WATCHER_POLL_INTERVAL=300ms", "WATCHER_SETTLE=1s", "WATCHER_OVERLAP=5s", "WATCHER_HTTP_ADDR="+addr,
-		"WATCHER_SHUTDOWN_TIMEOUT=5s", "WATCHER_SCOPE=statusId=in:5,6",
-	)
-	var logs strings.Builder
-	var logMu sync.Mutex
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logMu.Lock()
-			logs.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
-		}
-	}()
+	a := f.sim.AddOrder(plentysim.Order{StatusID: "5", CreatedAt: past, UpdatedAt: past})
+	b := f.sim.AddOrder(plentysim.Order{StatusID: "3", CreatedAt: past, UpdatedAt: past})
+	c := f.sim.AddOrder(plentysim.Order{StatusID: "6", CreatedAt: past, UpdatedAt: past})
+	f.start()
 	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
 		if t.Failed() {
-			logMu.Lock()
-			t.Logf("watcher log:\n%s", logs.String())
-			logMu.Unlock()
+			f.mu.Lock()
+			t.Logf("watcher log:\n%s", tail(f.logs.String(), 8000))
+			f.mu.Unlock()
 		}
 	}()
-	base := "http://" + addr
-	waitFor(t, "/readyz", 30*time.Second, func() bool { code, _ := get(base + "/readyz"); return code == 200 })
+	waitReady(t, f.addr)
+	base := "http://" + f.addr
 
-	nc, err := nats.Connect(ns.ClientURL())
+	nc, err := nats.Connect(f.ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,21 +71,21 @@ func TestScopeOrdersLeaveAndReturn(t *testing.T) {
 	}
 	later := func() { time.Sleep(1100 * time.Millisecond) } // the next change in a later second
 
-	sim.SetStatus(b.ID, "4") // out of scope on both sides: nothing
+	f.sim.SetStatus(b.ID, "4") // out of scope on both sides: nothing
 	later()
-	sim.SetStatus(a.ID, "7") // leaves the scope
+	f.sim.SetStatus(a.ID, "7") // leaves the scope
 	next(fmt.Sprintf("orders.status_changed.5.7.%d", a.ID))
-	eight, _ := sim.SetStatus(a.ID, "8") // out -> out: tracked silently
+	eight, _ := f.sim.SetStatus(a.ID, "8") // out -> out: tracked silently
 	waitFor(t, "the watermark past 7 -> 8", 20*time.Second, func() bool {
 		_, m := get(base + "/metrics")
 		return !time.Unix(int64(metricValue(m, "orderwatch_watermark_timestamp_seconds")), 0).Before(eight.UpdatedAt)
 	})
 	later()
-	sim.SetStatus(a.ID, "5") // comes back, from 8
+	f.sim.SetStatus(a.ID, "5") // comes back, from 8
 	next(fmt.Sprintf("orders.status_changed.8.5.%d", a.ID))
-	sim.SetStatus(c.ID, "5") // in -> in
+	f.sim.SetStatus(c.ID, "5") // in -> in
 	next(fmt.Sprintf("orders.status_changed.6.5.%d", c.ID))
-	sim.SetStatus(b.ID, "6") // enters the scope: first sight in scope
+	f.sim.SetStatus(b.ID, "6") // enters the scope: first sight in scope
 	next(fmt.Sprintf("orders.discovered.%d", b.ID))
 
 	// Nothing else: the outbox is empty and the stream holds exactly these.
@@ -120,16 +93,8 @@ func TestScopeOrdersLeaveAndReturn(t *testing.T) {
 		_, m := get(base + "/metrics")
 		return strings.Contains(m, "orderwatch_outbox_depth 0")
 	})
-	stream, err := js.Stream(ctx, "ORDERS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != uint64(len(got)) {
-		t.Errorf("the stream holds %d events, want %d: %v", info.State.Msgs, len(got), got)
+	if _, n := f.stream(ctx); n != len(got) {
+		t.Errorf("the stream holds %d events, want %d: %v", n, len(got), got)
 	}
 	if slices.ContainsFunc(got, func(s string) bool { return strings.HasSuffix(s, fmt.Sprintf(".4.%d", b.ID)) }) {
 		t.Errorf("an out-of-scope change was published: %v", got)
