@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,18 +102,11 @@ func writeScope(w io.Writer, sp diff.ScopeSplit) {
 		fmt.Fprintln(w, "ok   scope: every order (WATCHER_SCOPE and WATCHER_SCOPE_JSON are empty)")
 		return
 	}
-	var sent []string
-	for _, f := range sp.Sent {
-		sent = append(sent, diff.FilterString(f))
+	sent := scopeSentText(sp)
+	if sent == "" {
+		sent = "nothing (every order is read)"
 	}
-	if sp.SentGroup != nil {
-		b, _ := json.Marshal(sp.SentGroup)
-		sent = append(sent, "complex "+string(b))
-	}
-	if len(sent) == 0 {
-		sent = []string{"nothing (every order is read)"}
-	}
-	fmt.Fprintf(w, "ok   scope sent to the service (fields that never change): %s\n", strings.Join(sent, " and "))
+	fmt.Fprintf(w, "ok   scope sent to the service (fields that never change): %s\n", sent)
 	if sp.Local != nil {
 		fmt.Fprintf(w, "ok   scope evaluated by orderwatch on before and after (fields that change; an order leaving the scope is published): %s\n", sp.Local)
 	} else {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -268,6 +269,19 @@ func (c *Config) scopeGroup() (*plenty.Group, error) {
 		return nil, configErr("%s_SCOPE_JSON: %v", envPrefix, err)
 	}
 	return g, nil
+}
+
+// scopeSentText renders the part of the scope sent to the service, "" for none.
+func scopeSentText(sp diff.ScopeSplit) string {
+	var sent []string
+	for _, f := range sp.Sent {
+		sent = append(sent, diff.FilterString(f))
+	}
+	if sp.SentGroup != nil {
+		b, _ := json.Marshal(sp.SentGroup)
+		sent = append(sent, "complex "+string(b))
+	}
+	return strings.Join(sent, " and ")
 }
 
 // usageFormat renders envconfig's usage as the README's Markdown table.

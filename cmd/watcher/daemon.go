@@ -102,6 +102,9 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	if err != nil {
 		return nil, configErr("%v", err)
 	}
+	if sent := scopeSentText(scope); sent != "" || scope.Local != nil {
+		log.Info("scope split", "sent", sent, "evaluated", scope.Local.String())
+	}
 	m = newMetrics(d.reg, liveSources{
 		throttle:      d.client.Throttle,
 		waited:        d.client.Pacer().Waited,
