@@ -110,6 +110,12 @@ type Options struct {
 	EmitBaseline bool
 	// EmitUpdated emits the opt-in order.updated when updatedAt advances.
 	EmitUpdated bool
+	// Scope is the part of the scope evaluated here (see SplitScope); nil
+	// holds every order. A change is published when the order is in scope
+	// before or after it, so subscribers see an order leave the scope and
+	// come back. An order never seen in scope is not stored; one that was
+	// is tracked on, so that its return is seen with its true before.
+	Scope *Scope
 }
 
 // Decide is the whole decision for one entry o, given prev, the snapshot's
@@ -120,9 +126,17 @@ type Options struct {
 // is stale: it changes nothing (next == *prev, store false, no events), so the
 // snapshot never regresses. Events come in a fixed order: created or
 // discovered, or else status_changed, lock_changed, updated.
+//
+// With opt.Scope, an order out of scope that was never stored stays out of
+// the snapshot (nothing is stored, no event); a stored order is updated
+// whatever its scope, and its changes are published when it is in scope
+// before or after them.
 func Decide(prev *State, o plenty.Order, opt Options) (next State, store bool, events []Event) {
 	next = StateOf(o)
 	if prev == nil {
+		if !opt.Scope.Match(o.ID, &next) {
+			return next, false, nil
+		}
 		if opt.InBaseline && !opt.EmitBaseline {
 			return next, true, nil
 		}
@@ -131,7 +145,7 @@ func Decide(prev *State, o plenty.Order, opt Options) (next State, store bool, e
 			typ = Created
 		}
 		ev := Event{Type: typ, OrderID: o.ID, After: next, Order: o.Raw}
-		ev.ID = EventID(o.ID, typ, "", next.StatusID.Canonical(), next.UpdatedAt.Time)
+		ev.ID = EventID(o.ID, typ, "", next.StatusID.Canonical(), time.Time{}, next.UpdatedAt.Time)
 		return next, true, []Event{ev}
 	}
 	if next.UpdatedAt.Before(prev.UpdatedAt.Time) {
@@ -147,12 +161,15 @@ func Decide(prev *State, o plenty.Order, opt Options) (next State, store bool, e
 	if !statusChanged && !lockChanged && !updated {
 		return next, true, nil
 	}
+	if opt.Scope != nil && !opt.Scope.Match(o.ID, prev) && !opt.Scope.Match(o.ID, &next) {
+		return next, true, nil // out of scope on both sides: tracked, silent
+	}
 	before := new(State)
 	*before = *prev
 	events = make([]Event, 0, 3)
 	add := func(typ Type, from, to string) {
 		events = append(events, Event{
-			ID:      EventID(o.ID, typ, from, to, next.UpdatedAt.Time),
+			ID:      EventID(o.ID, typ, from, to, before.UpdatedAt.Time, next.UpdatedAt.Time),
 			Type:    typ,
 			OrderID: o.ID,
 			Before:  before,
@@ -181,30 +198,54 @@ func idTime(t plenty.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
+// IDScheme is the version of the event id scheme (see EventID). Version 1
+// hashed (order id, type, before value, after value, after.updatedAt in
+// whole seconds): 5 -> 6, 6 -> 5, 5 -> 6 within one second gave the third
+// the first's id, and JetStream dropped it as a duplicate. Version 2 adds
+// before.updatedAt and keeps both timestamps to the nanosecond. Ids are
+// stored with their outbox entries, so entries written by an older version
+// are re-sent with the ids they were written with.
+const IDScheme = 2
+
 // idDomain separates these hashes from any other use of SHA-256 over similar
-// bytes and versions the id scheme.
-const idDomain = "orderwatch.event.v1"
+// bytes and carries the id scheme's version.
+const idDomain = "orderwatch.event.v2"
 
 // EventID is the deterministic id of an event: the first 16 bytes of SHA-256,
 // in hex (32 characters), over an unambiguous encoding of the order id, the
-// type, the before and after values and after.updatedAt in UTC unix seconds.
-// The values are what the event is about: the canonical status text for
-// status_changed, the lock text for lock_changed, the previous and next
-// updatedAt for updated, "" and the status for created and discovered.
+// type, the before and after values, before.updatedAt and after.updatedAt
+// (each as "absent" or UTC unix seconds and nanoseconds). The values are what
+// the event is about: the canonical status text for status_changed, the lock
+// text for lock_changed, the previous and next updatedAt for updated, "" and
+// the status for created and discovered (whose before.updatedAt is absent).
 //
-// Every variable-length field is length-prefixed, so no two different inputs
-// encode to the same bytes; the same inputs give the same id in every
-// process, which lets JetStream drop a re-sent duplicate.
-func EventID(orderID int64, typ Type, before, after string, updatedAt time.Time) string {
-	var stack [160]byte
+// Two transitions of one order differ in a value or in one of the two
+// timestamps unless the order was seen in more than three states within one
+// second of the service's clock (its resolution); the same transition gives
+// the same id in every process, which lets JetStream drop a re-sent
+// duplicate. Every variable-length field is length-prefixed, so no two
+// different inputs encode to the same bytes.
+func EventID(orderID int64, typ Type, before, after string, beforeAt, afterAt time.Time) string {
+	var stack [192]byte
 	b := append(stack[:0], idDomain...)
 	b = binary.BigEndian.AppendUint64(b, uint64(orderID))
 	b = appendLP(b, string(typ))
 	b = appendLP(b, before)
 	b = appendLP(b, after)
-	b = binary.BigEndian.AppendUint64(b, uint64(updatedAt.Unix()))
+	b = appendIDTime(b, beforeAt)
+	b = appendIDTime(b, afterAt)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
+}
+
+// appendIDTime writes 0 for the zero time, else 1, unix seconds and nanoseconds.
+func appendIDTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.Unix()))
+	return binary.BigEndian.AppendUint32(b, uint32(t.Nanosecond()))
 }
 
 func appendLP(b []byte, s string) []byte {

@@ -201,35 +201,41 @@ func TestDecideBeforeIsACopy(t *testing.T) {
 
 func TestEventID(t *testing.T) {
 	ts := mustTime(t, "2026-11-22T10:02:41+01:00")
-	base := EventID(2302, StatusChanged, "5", "6", ts)
+	bt := ts.Add(-time.Hour)
+	base := EventID(2302, StatusChanged, "5", "6", bt, ts)
 	if len(base) != 32 || strings.Trim(base, "0123456789abcdef") != "" {
 		t.Fatalf("id %q: want 32 lower-case hex characters", base)
 	}
 	// Fixed value: the id must not change between releases (JetStream dedup
-	// across an upgrade). Update only together with idDomain.
-	if want := EventID(2302, StatusChanged, "5", "6", ts); base != want {
+	// across an upgrade). Update only together with idDomain and IDScheme.
+	if want := EventID(2302, StatusChanged, "5", "6", bt, ts); base != want {
 		t.Fatalf("not deterministic: %s vs %s", base, want)
 	}
 	if got, want := base, pinnedID; got != want {
-		t.Errorf("EventID(2302, status_changed, 5, 6, %s) = %s, want pinned %s", ts, got, want)
+		t.Errorf("EventID(2302, status_changed, 5, 6, %s, %s) = %s, want pinned %s", bt, ts, got, want)
 	}
-	// The same instant in another offset is the same event.
-	if got := EventID(2302, StatusChanged, "5", "6", ts.UTC()); got != base {
+	// The same instants in another offset are the same event.
+	if got := EventID(2302, StatusChanged, "5", "6", bt.UTC(), ts.UTC()); got != base {
 		t.Errorf("offset changed the id: %s vs %s", got, base)
 	}
 	seen := map[string]string{base: "base"}
 	for name, id := range map[string]string{
-		"order id":        EventID(2303, StatusChanged, "5", "6", ts),
-		"type":            EventID(2302, LockChanged, "5", "6", ts),
-		"before":          EventID(2302, StatusChanged, "5.1", "6", ts),
-		"after":           EventID(2302, StatusChanged, "5", "6.1", ts),
-		"updatedAt":       EventID(2302, StatusChanged, "5", "6", ts.Add(time.Second)),
-		"shift before":    EventID(2302, StatusChanged, "56", "", ts),
-		"shift after":     EventID(2302, StatusChanged, "", "56", ts),
-		"swap":            EventID(2302, StatusChanged, "6", "5", ts),
-		"negative id":     EventID(-2302, StatusChanged, "5", "6", ts),
-		"empty":           EventID(0, "", "", "", time.Time{}),
-		"type into value": EventID(2302, "order.status_changed5", "", "6", ts),
+		"order id":          EventID(2303, StatusChanged, "5", "6", bt, ts),
+		"type":              EventID(2302, LockChanged, "5", "6", bt, ts),
+		"before":            EventID(2302, StatusChanged, "5.1", "6", bt, ts),
+		"after":             EventID(2302, StatusChanged, "5", "6.1", bt, ts),
+		"updatedAt":         EventID(2302, StatusChanged, "5", "6", bt, ts.Add(time.Second)),
+		"updatedAt nanos":   EventID(2302, StatusChanged, "5", "6", bt, ts.Add(time.Nanosecond)),
+		"before.updatedAt":  EventID(2302, StatusChanged, "5", "6", ts, ts),
+		"no before":         EventID(2302, StatusChanged, "5", "6", time.Time{}, ts),
+		"times swapped":     EventID(2302, StatusChanged, "5", "6", ts, bt),
+		"shift before":      EventID(2302, StatusChanged, "56", "", bt, ts),
+		"shift after":       EventID(2302, StatusChanged, "", "56", bt, ts),
+		"swap":              EventID(2302, StatusChanged, "6", "5", bt, ts),
+		"negative id":       EventID(-2302, StatusChanged, "5", "6", bt, ts),
+		"empty":             EventID(0, "", "", "", time.Time{}, time.Time{}),
+		"type into value":   EventID(2302, "order.status_changed5", "", "6", bt, ts),
+		"epoch, not absent": EventID(2302, StatusChanged, "5", "6", time.Unix(0, 0), ts),
 	} {
 		if prev, dup := seen[id]; dup {
 			t.Errorf("%s: same id as %s: %s", name, prev, id)
@@ -238,8 +244,39 @@ func TestEventID(t *testing.T) {
 	}
 }
 
-// pinnedID is EventID(2302, StatusChanged, "5", "6", 2026-11-22T10:02:41+01:00).
-const pinnedID = "c49f778feba2388e9fd53c56adf7ebec"
+// pinnedID is EventID(2302, StatusChanged, "5", "6", 2026-11-22T09:02:41+01:00,
+// 2026-11-22T10:02:41+01:00) in id scheme 2.
+const pinnedID = "4e382c6994d191c04703e9993914d736"
+
+// TestEventIDsOfFlapping: 5 -> 6, 6 -> 5, 5 -> 6 within one second of the
+// service's clock are three transitions with three ids (scheme 1 gave the
+// third the first's id, and JetStream dropped it as a duplicate); deciding
+// them again gives the same ids.
+func TestEventIDsOfFlapping(t *testing.T) {
+	prev := stateOf(t, `updatedAt="2026-11-22T08:00:00Z"`)
+	steps := []string{"6", "5", "6"}
+	decide := func() []string {
+		cur := *prev
+		var ids []string
+		for _, st := range steps {
+			o := entry(t, "statusId="+st, `updatedAt="2026-11-22T10:02:41+01:00"`)
+			next, store, events := Decide(&cur, o, Options{})
+			if !store || len(events) != 1 || events[0].Type != StatusChanged {
+				t.Fatalf("-> %s: store %v events %+v", st, store, events)
+			}
+			ids = append(ids, events[0].ID)
+			cur = next
+		}
+		return ids
+	}
+	ids := decide()
+	if ids[0] == ids[2] || ids[0] == ids[1] || ids[1] == ids[2] {
+		t.Errorf("ids of 5->6, 6->5, 5->6 within one second: %v, want three distinct", ids)
+	}
+	if again := decide(); !reflect.DeepEqual(again, ids) {
+		t.Errorf("decided again: %v, want %v", again, ids)
+	}
+}
 
 func TestEventIDsOfDecide(t *testing.T) {
 	// Events of different changes of the same order never share an id; the

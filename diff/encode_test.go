@@ -35,8 +35,8 @@ func TestEncodeExact(t *testing.T) {
 	if got != want {
 		t.Errorf("Encode:\n got %s\nwant %s", got, want)
 	}
-	if events[0].ID != EventID(2302, StatusChanged, "5", "5.1", o.UpdatedAt.Time) {
-		t.Errorf("id %s is not the id of (2302, status_changed, 5, 5.1, updatedAt)", events[0].ID)
+	if events[0].ID != EventID(2302, StatusChanged, "5", "5.1", prev.UpdatedAt.Time, o.UpdatedAt.Time) {
+		t.Errorf("id %s is not the id of (2302, status_changed, 5, 5.1, before.updatedAt, updatedAt)", events[0].ID)
 	}
 	// Appends: an existing prefix is kept.
 	if got := Encode([]byte("x"), events[0], "s"); got[0] != 'x' || !json.Valid(got[1:]) {

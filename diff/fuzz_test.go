@@ -2,7 +2,9 @@ package diff
 
 import (
 	"encoding/json"
+	"net/url"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +48,9 @@ func FuzzDecide(f *testing.F) {
 		if flags&8 == 0 {
 			opt.Baseline = time.Unix(baselineUnix, 0)
 		}
+		if flags&16 != 0 {
+			opt.Scope = fuzzScope
+		}
 		next, store, events := Decide(prev, o, opt)
 		next2, store2, events2 := Decide(prev, o, opt)
 		if store != store2 || !reflect.DeepEqual(next, next2) || !reflect.DeepEqual(events, events2) {
@@ -55,8 +60,11 @@ func FuzzDecide(f *testing.F) {
 		if stale && (store || len(events) != 0) {
 			t.Fatalf("stale entry stored=%v events=%v", store, events)
 		}
-		if prev == nil && !store {
-			t.Fatalf("first sight not stored")
+		if prev == nil && !store && opt.Scope.Match(o.ID, &next) {
+			t.Fatalf("first sight in scope not stored")
+		}
+		if opt.Scope != nil && len(events) > 0 && !opt.Scope.Match(o.ID, &next) && (prev == nil || !opt.Scope.Match(o.ID, prev)) {
+			t.Fatalf("events of a change out of scope on both sides: %v", events)
 		}
 		if len(events) > 0 && !store {
 			t.Fatalf("events without a store: %v", events)
@@ -95,6 +103,100 @@ func FuzzDecide(f *testing.F) {
 		// State.MarshalJSON is valid JSON for any state.
 		if b, err := json.Marshal(next); err != nil || !json.Valid(b) {
 			t.Fatalf("state JSON %s: %v", b, err)
+		}
+	})
+}
+
+// fuzzScope is statusId=in:5,6 and lockStatus=unlocked, evaluated locally.
+var fuzzScope = func() *Scope {
+	s, _ := localGroup(&plenty.Group{Fields: []plenty.Filter{
+		plenty.In("statusId", plenty.Dec(plenty.MustDecimal("5")), plenty.Dec(plenty.MustDecimal("6"))),
+		plenty.Eq("lockStatus", plenty.Str("unlocked")),
+	}}, 0)
+	return s
+}()
+
+// FuzzSplitScope splits an arbitrary scope (simple filters in query form and
+// a complex group): whatever SplitScope accepts, the part sent is a valid
+// query of fields that never change only, every condition can be evaluated
+// locally, and an order is in the split scope (sent part and local part)
+// exactly when it is in the whole scope.
+func FuzzSplitScope(f *testing.F) {
+	entries := fixtureEntries(f)
+	for i, e := range entries {
+		f.Add("orderTypeId=1&statusId=in:5,6", []byte(nil), []byte(e))
+		f.Add("lockStatus=unlocked", []byte(`{"conditionType":"or","fields":[{"field":"referrerId","operator":"in","value":[1,4.01]},{"field":"statusId","operator":"gte","value":5}]}`), []byte(entries[(i+1)%len(entries)]))
+		f.Add("", []byte(`{"conditionType":"and","fields":[{"field":"ownerId","operator":"null","value":null}],"groups":[{"conditionType":"or","fields":[{"field":"orderTypeId","operator":"eq","value":1},{"field":"createdAt","operator":"lt","value":"2026-11-20T11:40:18+01:00"}]}]}`), []byte(e))
+		f.Add("plentyId=41523&orderId=between:1,3000&referrerId=4.01", []byte(`{"fields":[{"field":"locationId","operator":"nin","value":["2"]}]}`), []byte(e))
+	}
+	f.Fuzz(func(t *testing.T, query string, body, raw []byte) {
+		vals, err := url.ParseQuery(query)
+		if err != nil {
+			return
+		}
+		var fs []plenty.Filter
+		for name, vs := range vals {
+			if len(vs) != 1 {
+				return
+			}
+			fl, err := plenty.ParseFilter(name, vs[0])
+			if err != nil {
+				return
+			}
+			fs = append(fs, fl)
+		}
+		sort.Slice(fs, func(i, j int) bool { return fs[i].Field < fs[j].Field })
+		if (plenty.Query{Filters: fs}).Validate() != nil {
+			return
+		}
+		var g *plenty.Group
+		if len(body) > 0 {
+			if g, err = plenty.ParseGroup(body); err != nil {
+				return
+			}
+		}
+		sp, err := SplitScope(fs, g)
+		if err != nil {
+			return
+		}
+		if err := (plenty.Query{Filters: sp.Sent, Complex: sp.SentGroup}).Validate(); err != nil {
+			t.Fatalf("the part sent is not a valid query: %v", err)
+		}
+		sentAll := &plenty.Group{Fields: sp.Sent}
+		if sp.SentGroup != nil {
+			sentAll.Groups = []*plenty.Group{sp.SentGroup}
+		}
+		var sentFields func(g *plenty.Group)
+		sentFields = func(g *plenty.Group) {
+			for _, fl := range g.Fields {
+				if c, _ := ClassifyScopeField(fl.Field); c != ScopeSent {
+					t.Fatalf("%s sent to the service: it may change", fl.Field)
+				}
+			}
+			for _, sub := range g.Groups {
+				sentFields(sub)
+			}
+		}
+		sentFields(sentAll)
+		whole := &plenty.Group{Fields: fs}
+		if g != nil {
+			whole.Groups = []*plenty.Group{g}
+		}
+		all, err := localGroup(whole, 0)
+		if err != nil {
+			t.Fatalf("accepted but not evaluable: %v", err)
+		}
+		sent, err := localGroup(sentAll, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := plenty.DecodeOrder(raw)
+		if err != nil {
+			return
+		}
+		s := StateOf(o)
+		if want, got := all.Match(o.ID, &s), sent.Match(o.ID, &s) && sp.Local.Match(o.ID, &s); want != got {
+			t.Fatalf("whole scope %v, split scope %v (sent %+v, local %s)", want, got, sentAll, sp.Local)
 		}
 	})
 }

@@ -58,9 +58,15 @@ type Config struct {
 	// StartFrom is where the very first sweep (the baseline) begins.
 	StartFrom time.Time
 	// Scope filters narrow the sweep (e.g. orderTypeId=1). Complex scope
-	// filters make the sweep use POST search.
+	// filters make the sweep use POST search. Both are sent to the service:
+	// only filters on fields that never change belong here (see
+	// diff.SplitScope).
 	Scope        []plenty.Filter
 	ScopeComplex *plenty.Group
+	// ScopeLocal is the part of the scope evaluated on before and after of
+	// every change (statusId, lockStatus, ...): an order leaving it is
+	// published. nil: none.
+	ScopeLocal   *diff.Scope
 	With         []string
 	LazyLoaded   bool
 	ItemsPerPage int // requested page size [250]; the envelope's size is what counts

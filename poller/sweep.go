@@ -362,6 +362,7 @@ func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
 		InBaseline:   !s.baselineDone && !sliceHi.After(s.baseline),
 		EmitBaseline: cfg.EmitBaseline,
 		EmitUpdated:  cfg.EmitUpdated,
+		Scope:        cfg.ScopeLocal,
 	}
 	ids := s.ids[:0]
 	for _, o := range orders {

@@ -201,7 +201,7 @@ func entry(id int64, step int) state.OutboxEntry {
 	before.StatusID = plenty.DecimalFromInt(int64(step))
 	before.UpdatedAt = plenty.Time{Time: t0.Add(time.Duration(step-1) * time.Second)}
 	ev := diff.Event{Type: diff.StatusChanged, OrderID: id, Before: &before, After: after, Order: o.Raw}
-	ev.ID = diff.EventID(id, ev.Type, before.StatusID.Canonical(), after.StatusID.Canonical(), after.UpdatedAt.Time)
+	ev.ID = diff.EventID(id, ev.Type, before.StatusID.Canonical(), after.StatusID.Canonical(), before.UpdatedAt.Time, after.UpdatedAt.Time)
 	return state.OutboxEntry{ID: ev.ID, Subject: ev.Subject("orders"), Payload: diff.Encode(nil, ev, "https://shop.example/rest")}
 }
 

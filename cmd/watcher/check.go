@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/state"
@@ -22,8 +23,8 @@ import (
 // the state file, open it, log in (or reuse the stored session) and search
 // once, keeping the session in the file for `watcher run`; when a watcher
 // holds the file, ask it over HTTP instead and open no session; then connect
-// to NATS and check the stream. It prints a report and exits 0 only when all
-// is well.
+// to NATS and check the stream. It says first how the scope was split, and
+// prints a report; exit 0 only when all is well.
 func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	cfg, err := LoadConfig()
 	if err != nil {
@@ -40,12 +41,8 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "ok   %s\n", okText)
 	}
-	scope, _ := cfg.scopeFilters()
-	for _, f := range scope {
-		if _, inSpec := plenty.FieldKind(f.Field); !inSpec {
-			fmt.Fprintf(stdout, "WARN scope filter %q is not in the service's documented filter list: an unknown name is ignored silently and widens the sweep to every order\n", f.Field)
-		}
-	}
+	scope, _ := cfg.scope()
+	writeScope(stdout, scope)
 
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -56,7 +53,7 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	case err != nil:
 		report(stateOpenError(err), "", "state file (no login without a place to keep the session)")
 	default:
-		checkService(ctx, cfg, store, stdout, report)
+		checkService(ctx, cfg, scope, store, report)
 		if err := store.Close(); err != nil {
 			report(err, "", "state file")
 		}
@@ -100,10 +97,29 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// writeScope says how the scope was split: what the service filters, what
+// orderwatch evaluates on before and after of every change.
+func writeScope(w io.Writer, sp diff.ScopeSplit) {
+	if len(sp.Sent) == 0 && sp.SentGroup == nil && sp.Local == nil {
+		fmt.Fprintln(w, "ok   scope: every order (WATCHER_SCOPE and WATCHER_SCOPE_JSON are empty)")
+		return
+	}
+	sent := scopeSentText(sp)
+	if sent == "" {
+		sent = "nothing (every order is read)"
+	}
+	fmt.Fprintf(w, "ok   scope sent to the service (fields that never change): %s\n", sent)
+	if sp.Local != nil {
+		fmt.Fprintf(w, "ok   scope evaluated by orderwatch on before and after (fields that change; an order leaving the scope is published): %s\n", sp.Local)
+	} else {
+		fmt.Fprintln(w, "ok   scope evaluated by orderwatch: nothing")
+	}
+}
+
 // checkService logs in with the session kept in the state file (a new login
 // only when it holds no live one; the new session is stored there for
 // `watcher run`) and searches once.
-func checkService(ctx context.Context, cfg *Config, store *state.Store, stdout io.Writer, report func(error, string, string)) {
+func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store *state.Store, report func(error, string, string)) {
 	report(nil, "state file "+cfg.StatePath+" (no watcher running on it)", "")
 	before, _ := store.LoadToken(ctx)
 	client, err := plenty.New(plenty.Config{
@@ -126,15 +142,13 @@ func checkService(ctx context.Context, cfg *Config, store *state.Store, stdout i
 	if err != nil {
 		return
 	}
-	group, _ := cfg.scopeGroup()
-	scope, _ := cfg.scopeFilters()
-	p, err := client.SearchOrders(ctx, plenty.Query{Filters: scope, Complex: group, ItemsPerPage: 1})
+	p, err := client.SearchOrders(ctx, plenty.Query{Filters: scope.Sent, Complex: scope.SentGroup, ItemsPerPage: 1})
 	if err != nil {
 		report(err, "", "order search")
 		return
 	}
 	th := client.Throttle()
-	report(nil, fmt.Sprintf("order search: %d orders in scope; calls left: short %d/%d, long %d/%d",
+	report(nil, fmt.Sprintf("order search: %d orders match the filters sent; calls left: short %d/%d, long %d/%d",
 		p.TotalsCount, th.Short.CallsLeft, th.Short.Limit, th.Long.CallsLeft, th.Long.Limit), "")
 }
 

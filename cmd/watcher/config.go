@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,7 +66,7 @@ type Config struct {
 	EmitUpdated    bool          `envconfig:"EMIT_UPDATED" default:"false" desc:"Emit order.updated for every updatedAt change"`
 	CallShare      float64       `envconfig:"CALL_SHARE" default:"0.25" desc:"Share of the daily call quota the sweeps may use; the interval stretches beyond it"`
 	Scope          string        `envconfig:"SCOPE" desc:"Scope filters in query form, e.g. orderTypeId=1&statusId=in:5,6"`
-	ScopeJSON      string        `envconfig:"SCOPE_JSON" desc:"Complex scope filter (JSON group); makes searches POST"`
+	ScopeJSON      string        `envconfig:"SCOPE_JSON" desc:"Complex scope filter (JSON group); searches POST when a part of it goes to the service"`
 	With           []string      `envconfig:"WITH" desc:"Relations to load (with=), comma-separated"`
 	LazyLoaded     bool          `envconfig:"LAZY_LOADED" default:"false" desc:"Load the default relations"`
 	ItemsPerPage   int           `envconfig:"ITEMS_PER_PAGE" default:"250" desc:"Requested page size (the service may cap it)"`
@@ -201,13 +203,33 @@ func (c *Config) validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return configErr("%s_LOG_LEVEL=%q: %v", envPrefix, c.LogLevel, err)
 	}
-	if _, err := c.scopeFilters(); err != nil {
-		return err
-	}
-	if _, err := c.scopeGroup(); err != nil {
+	if _, err := c.scope(); err != nil {
 		return err
 	}
 	return nil
+}
+
+// scope parses WATCHER_SCOPE and WATCHER_SCOPE_JSON and splits them between
+// the service (filters on fields that never change) and orderwatch (the
+// rest, evaluated on before and after so that an order leaving the scope is
+// published); see diff.SplitScope.
+func (c *Config) scope() (diff.ScopeSplit, error) {
+	fs, err := c.scopeFilters()
+	if err != nil {
+		return diff.ScopeSplit{}, err
+	}
+	g, err := c.scopeGroup()
+	if err != nil {
+		return diff.ScopeSplit{}, err
+	}
+	if _, err := diff.SplitScope(fs, nil); err != nil {
+		return diff.ScopeSplit{}, configErr("%s_SCOPE: %v", envPrefix, err)
+	}
+	sp, err := diff.SplitScope(fs, g)
+	if err != nil {
+		return diff.ScopeSplit{}, configErr("%s_SCOPE_JSON: %v", envPrefix, err)
+	}
+	return sp, nil
 }
 
 // scopeFilters parses WATCHER_SCOPE: name=op:value pairs joined by &.
@@ -230,6 +252,7 @@ func (c *Config) scopeFilters() ([]plenty.Filter, error) {
 		}
 		fs = append(fs, f)
 	}
+	slices.SortFunc(fs, func(a, b plenty.Filter) int { return strings.Compare(a.Field, b.Field) })
 	q := plenty.Query{Filters: fs}
 	if err := q.Validate(); err != nil {
 		return nil, configErr("%s_SCOPE: %v", envPrefix, err)
@@ -246,6 +269,19 @@ func (c *Config) scopeGroup() (*plenty.Group, error) {
 		return nil, configErr("%s_SCOPE_JSON: %v", envPrefix, err)
 	}
 	return g, nil
+}
+
+// scopeSentText renders the part of the scope sent to the service, "" for none.
+func scopeSentText(sp diff.ScopeSplit) string {
+	var sent []string
+	for _, f := range sp.Sent {
+		sent = append(sent, diff.FilterString(f))
+	}
+	if sp.SentGroup != nil {
+		b, _ := json.Marshal(sp.SentGroup)
+		sent = append(sent, "complex "+string(b))
+	}
+	return strings.Join(sent, " and ")
 }
 
 // usageFormat renders envconfig's usage as the README's Markdown table.

@@ -68,8 +68,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	if err != nil {
 		return nil, configErr("%v", err)
 	}
-	scope, _ := cfg.scopeFilters()
-	group, _ := cfg.scopeGroup()
+	scope, _ := cfg.scope()
 	source := cfg.Source
 	if source == "" {
 		source = cfg.PlentyURL
@@ -94,7 +93,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	}
 	d.poll, err = poller.New(d.client, d.store, poller.Config{
 		Settle: cfg.Settle, Overlap: cfg.Overlap, StartFrom: cfg.StartFrom.Time(time.Now()),
-		Scope: scope, ScopeComplex: group, With: cfg.With, LazyLoaded: cfg.LazyLoaded,
+		Scope: scope.Sent, ScopeComplex: scope.SentGroup, ScopeLocal: scope.Local, With: cfg.With, LazyLoaded: cfg.LazyLoaded,
 		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: cfg.Keyset,
 		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
 		Source: source, SubjectPrefix: cfg.SubjectPrefix,
@@ -103,6 +102,9 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	})
 	if err != nil {
 		return nil, configErr("%v", err)
+	}
+	if sent := scopeSentText(scope); sent != "" || scope.Local != nil {
+		log.Info("scope split", "sent", sent, "evaluated", scope.Local.String())
 	}
 	m = newMetrics(d.reg, liveSources{
 		throttle:      d.client.Throttle,

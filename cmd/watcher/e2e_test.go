@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/schemas"
 )
@@ -53,17 +54,7 @@ func watcherBin(t *testing.T) string {
 
 func startNATSServer(t *testing.T) *server.Server {
 	t.Helper()
-	opts := server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
-	ns, err := server.NewServer(&opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS did not start")
-	}
-	t.Cleanup(ns.Shutdown)
-	return ns
+	return testnats.Start(t)
 }
 
 func freePort(t *testing.T) string {
