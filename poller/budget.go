@@ -2,6 +2,7 @@ package poller
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -124,35 +125,39 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 	}
 	r := b.rate()
 	long := th.Long
-	// What the service says is left bounds the rate too: share x calls left
-	// until the period resets.
-	leftBound := false
+	// What the service says is left bounds the pace too: share x calls left
+	// until the period resets, where that is clearly less than the refill
+	// (other integrations spent the day).
+	rl := -1.0
 	if long.Present && long.CallsLeft >= 0 && long.Decay > 0 {
-		if rl := b.share * float64(long.CallsLeft) / long.Decay.Seconds(); rl < r {
-			r, leftBound = rl, true
+		if v := b.share * float64(long.CallsLeft) / long.Decay.Seconds(); v < 0.9*r {
+			rl = v
 		}
 	}
-	if r <= 0 {
+	if rl == 0 {
 		// Nothing left to share: the pacer keeps its reserve until the
 		// period resets; sweep again when it has.
 		return max(interval, long.Decay), fmt.Sprintf("the service reports %d calls left of the daily quota until it resets in %s", long.CallsLeft, long.Decay.Round(time.Second))
 	}
 	c := b.capacity()
-	var allowed float64 // calls per second the sweeps may spend now
+	allowed := math.Inf(1) // calls per second the sweeps may spend now
 	var why string
 	switch {
-	case b.level >= c/2 && !leftBound:
-		return interval, ""
 	case b.level >= c/2:
-		allowed = r
-		why = fmt.Sprintf("the service reports %d calls left of the daily quota for %s: our share paces the sweeps", long.CallsLeft, long.Decay.Round(time.Second))
 	case b.level >= 0:
 		// From unbounded at half full to the refill rate when empty.
 		allowed = r * c / (c - 2*b.level)
 		why = fmt.Sprintf("call budget low: %.0f of %.0f calls left", b.level, c)
 	default:
 		allowed = r * max(budgetFloor, 1+b.level/c)
-		why = fmt.Sprintf("call budget in debt by %.0f calls: sweeps spaced to pay it back", -b.level)
+		why = fmt.Sprintf("call budget in debt by %.0f calls: sweeps spaced to pay it back", math.Ceil(-b.level))
+	}
+	if rl > 0 && rl < allowed {
+		allowed = rl
+		why = fmt.Sprintf("the service reports %d calls left of the daily quota for %s: our share of them paces the sweeps", long.CallsLeft, long.Decay.Round(time.Second))
+	}
+	if math.IsInf(allowed, 1) {
+		return interval, ""
 	}
 	gap := time.Duration(b.cost() / allowed * float64(time.Second))
 	if gap <= interval {

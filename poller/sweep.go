@@ -79,7 +79,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 		}
 	}()
 	if !hi.After(lo) {
-		return st, fmt.Errorf("%w: the window is empty: server time minus settle (%s) is not after its start (%s); WATCHER_START_FROM lies ahead of the service's clock, or a clock is wrong",
+		return st, fmt.Errorf("%w: the window is empty: server time minus settle (%s) is not after its start (%s); the start point (WATCHER_START_FROM) or the watermark lies ahead of the service's clock",
 			ErrClock, hi.Format(time.RFC3339), lo.Format(time.RFC3339))
 	}
 	sw.baseline, sw.baselineDone, sw.startMark = meta.Baseline, meta.BaselineDone, meta.Watermark
@@ -188,7 +188,11 @@ func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, int64, 
 			continue
 		}
 		if pages > int64(cfg.SlicePages) && s.keysetOK() {
-			return hi, first.TotalsCount, s.bulk(ctx, lo, hi, first)
+			err := s.bulk(ctx, lo, hi, first)
+			if errors.Is(err, errKeysetIgnored) {
+				continue // by offset, as if keyset were off
+			}
+			return hi, first.TotalsCount, err
 		}
 		ok, err := s.scan(ctx, lo, hi, first)
 		if err != nil {
@@ -213,7 +217,12 @@ func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, int64, 
 			continue
 		}
 		if s.keysetOK() {
-			return hi, 0, s.bulk(ctx, lo, hi, nil)
+			err := s.bulk(ctx, lo, hi, nil)
+			if errors.Is(err, errKeysetIgnored) {
+				s.hold(lo, fmt.Errorf("%w: %s changed during every rescan and the service ignores orderId=gt:", ErrUnverified, lo.Format(time.RFC3339)))
+				err = nil
+			}
+			return hi, 0, err
 		}
 		s.hold(lo, fmt.Errorf("%w: %s changed during %d scans", ErrUnverified, lo.Format(time.RFC3339), rescans))
 		return hi, 0, nil
@@ -268,12 +277,15 @@ func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *plenty.Page) 
 	s.st.KeysetSlices++
 	last, done, err := s.keyset(ctx, lo, hi, first, after)
 	if errors.Is(err, errKeysetIgnored) {
+		// What was read is true; the rest is read by offset.
 		s.p.keysetIgnored = true
 		s.p.bulk = bulkCursor{}
-		s.p.log.Warn("the service ignores the filter orderId=gt: (keyset paging): falling back to offset paging; a bulk second that changes during every rescan holds the watermark until it is quiet (WATCHER_KEYSET=false says so from the start)",
+		s.p.log.Warn("the service ignores the filter orderId=gt: (keyset paging): falling back to offset paging; a bulk second that changes during every rescan waits until it is quiet, the orders after it are read meanwhile",
 			"second", lo.Format(time.RFC3339))
-		s.hold(lo, fmt.Errorf("%w: %s changed during every rescan and the service ignores orderId=gt:", ErrUnverified, lo.Format(time.RFC3339)))
-		return nil
+		if ferr := s.flush(nil); ferr != nil {
+			return ferr
+		}
+		return err
 	}
 	if err != nil {
 		return err
