@@ -223,8 +223,16 @@ func (p *Pacer) Observe(status int, t Throttle) {
 	p.last = merged
 	block := func(d time.Duration, why string) {
 		d = max(d, time.Second)
-		if until := now.Add(d); until.After(p.notBefore) {
-			p.notBefore, p.blockWhy = until, why
+		until := now.Add(d)
+		if !until.After(p.notBefore) {
+			return
+		}
+		// A wait that a second reason stretches by a little (a 429 and the
+		// headers of its period) is the same wait: told once.
+		same := p.notBefore.After(now) && until.Sub(p.notBefore) < time.Minute
+		p.notBefore = until
+		if !same {
+			p.blockWhy = why
 			if p.cfg.OnBlock != nil {
 				p.cfg.OnBlock(until, why)
 			}
