@@ -1,8 +1,10 @@
 package poller_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -88,6 +90,13 @@ func TestDateAheadForAFewSeconds(t *testing.T) {
 	}
 	skew.skew.Store(0)
 	changeAndSweep(t, e, 10, 3)
+	assertNothingLost(t, e)
+}
+
+// assertNothingLost checks that the watermark is not ahead of the service's
+// clock, and that after quiescence every change has been published.
+func assertNothingLost(t *testing.T, e *env) {
+	t.Helper()
 	meta, _ := e.store.Meta()
 	if ahead := meta.Watermark.Sub(e.clk.Now()); ahead > 0 {
 		t.Errorf("the watermark is %v ahead of the service's clock", ahead)
@@ -122,13 +131,7 @@ func TestLocalClockSteppedForward(t *testing.T) {
 	changeAndSweep(t, e, 5, 3)
 	step.Store(int64(2 * time.Hour))
 	changeAndSweep(t, e, 10, 3)
-	meta, _ := e.store.Meta()
-	if ahead := meta.Watermark.Sub(e.clk.Now()); ahead > 0 {
-		t.Errorf("the watermark is %v ahead of the service's clock", ahead)
-	}
-	e.quiesce()
-	e.assertSnapshotMatches()
-	checkEvents(t, e.sim, e.events())
+	assertNothingLost(t, e)
 }
 
 // TestWatermarkAheadIsRewound: a watermark found ahead of server time minus
@@ -195,8 +198,10 @@ func TestLateArrivalsMeasured(t *testing.T) {
 func TestProgressPageByPage(t *testing.T) {
 	var mu sync.Mutex
 	var seen []poller.Progress
+	var logs bytes.Buffer
 	e := newEnv(t, plentysim.Config{MaxItemsPerPage: 50}, poller.Config{ItemsPerPage: 50, SlicePages: 2,
-		OnProgress: func(p poller.Progress) { mu.Lock(); seen = append(seen, p); mu.Unlock() }})
+		OnProgress:    func(p poller.Progress) { mu.Lock(); seen = append(seen, p); mu.Unlock() },
+		ProgressEvery: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	e.sim.Generate(2000, t0.Add(-20*24*time.Hour), t0.Add(-time.Minute))
 	st := e.sweep()
 	calls, last := 0, -1.0
@@ -213,5 +218,10 @@ func TestProgressPageByPage(t *testing.T) {
 	}
 	if calls != st.Calls || last != 1 || len(positions) < st.Slices/2 {
 		t.Errorf("progress: %d calls reported of %d, first sync at %v, %d positions for %d slices", calls, st.Calls, last, len(positions), st.Slices)
+	}
+	// The sweep took several seconds of the fake clock (the pacer's spacing):
+	// progress lines every second, each with an estimate of what is left.
+	if n := strings.Count(logs.String(), "sweep in progress"); n < 2 || strings.Count(logs.String(), "eta=") != n {
+		t.Errorf("%d progress lines in a sweep of %v:\n%s", n, st.Duration, logs.String())
 	}
 }
