@@ -58,7 +58,7 @@ func TestFaultBulkSecondDefaultConfig(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{Limits: realLimits}, realEnv...)
 	bulk := f.addOrders(1200, time.Now().Add(-47*time.Hour), time.Now().Add(-2*time.Minute))
 	f.start()
-	waitReady(t, f.addr)
+	waitSynced(t, f.addr)
 	for _, o := range bulk {
 		if _, err := f.sim.SetStatus(o.ID, "8"); err != nil {
 			t.Fatal(err)
@@ -100,7 +100,7 @@ func TestFaultBulkSecondDefaultConfig(t *testing.T) {
 func TestFaultDateAhead(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{Limits: realLimits}, realEnv...)
 	f.start()
-	waitReady(t, f.addr)
+	waitSynced(t, f.addr)
 	f.mutate(5)
 	time.Sleep(2 * time.Second)
 	f.sim.SetFaults(plentysim.Faults{DateSkew: 2 * time.Hour})
@@ -126,7 +126,7 @@ func TestFaultDateAhead(t *testing.T) {
 func TestFaultDailyQuotaSpent(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{Limits: realLimits}, realEnv...)
 	f.start()
-	waitReady(t, f.addr)
+	waitSynced(t, f.addr)
 	f.sim.ConsumeQuota("demo", realLimits.LongLimit)
 	base := "http://" + f.addr
 	var body string
@@ -164,7 +164,7 @@ func TestFaultDailyQuotaSpent(t *testing.T) {
 // metrics move before it ends.
 func TestFaultFirstSyncReady(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{Limits: realLimits}, realEnv...)
-	f.addOrders(30000, time.Now().Add(-29*24*time.Hour), time.Now().Add(-time.Minute))
+	f.addOrders(20000, time.Now().Add(-29*24*time.Hour), time.Now().Add(-time.Minute))
 	f.start()
 	base := "http://" + f.addr
 	var body, m string

@@ -6,12 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/plentysim"
 )
@@ -61,33 +60,25 @@ func measureLatency(t *testing.T, f *faultEnv, pool []plentysim.Order, rate floa
 		changed[o.ID] = time.Now()
 	}
 	time.Sleep(10 * time.Second)
-	_, total := f.stream(ctx)
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"orders.status_changed.>"}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first})
-	if err != nil {
+	if info, err = stream.Info(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var got []time.Duration
-	read := 0
-	defer func() { t.Logf("read %d messages from seq %d, stream holds %d", read, first, total) }()
-	for fails := 0; read < total-int(first)+1 && fails < 5; {
-		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	for seq := first; seq <= info.State.LastSeq; seq++ {
+		msg, err := stream.GetMsg(ctx, seq)
 		if err != nil {
-			fails++
-			continue
+			t.Fatalf("message %d: %v", seq, err)
 		}
-		read++
-		meta, _ := msg.Metadata()
 		var ev struct {
 			Data struct {
 				OrderID int64 `json:"orderId"`
 			} `json:"data"`
 		}
-		if json.Unmarshal(msg.Data(), &ev) != nil || meta == nil {
+		if json.Unmarshal(msg.Data, &ev) != nil {
 			continue
 		}
 		if at, ok := changed[ev.Data.OrderID]; ok {
-			got = append(got, meta.Timestamp.Sub(at))
+			got = append(got, msg.Time.Sub(at))
 			delete(changed, ev.Data.OrderID)
 		}
 	}
@@ -114,7 +105,7 @@ func TestFreshness(t *testing.T) {
 			f := newFaultEnv(t, plentysim.Config{Limits: realLimits}, append(realEnv, "WATCHER_POLL_INTERVAL="+tc.interval)...)
 			pool := f.addOrders(3000, time.Now().Add(-47*time.Hour), time.Now().Add(-time.Hour))
 			f.start()
-			waitReady(t, f.addr)
+			waitSynced(t, f.addr)
 			for _, rate := range tc.rates {
 				calls := f.sim.Stats().SearchCalls
 				start := time.Now()
@@ -128,6 +119,9 @@ func TestFreshness(t *testing.T) {
 			if testing.Verbose() {
 				f.mu.Lock()
 				t.Logf("watcher warnings and errors:\n%s", tail(grepLevel(f.logs.String()), 4000))
+				if os.Getenv("FRESHNESS_SWEEPS") != "" {
+					t.Logf("sweeps:\n%s", tail(f.logs.String(), 6000))
+				}
 				f.mu.Unlock()
 			}
 			f.quiesce()
@@ -171,4 +165,14 @@ func grepLevel(logs string) string {
 		}
 	}
 	return b.String()
+}
+
+// waitSynced waits until the first sync is over (/readyz says "ok", not
+// "first sync in progress").
+func waitSynced(t *testing.T, addr string) {
+	t.Helper()
+	waitFor(t, "the first sync to end", time.Minute, func() bool {
+		code, b := get("http://" + addr + "/readyz")
+		return code == 200 && strings.TrimSpace(b) == "ok"
+	})
 }
