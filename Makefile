@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults soak
+.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults soak freshness
 
 all: fmt vet test
 
@@ -47,7 +47,9 @@ sim:
 # The fault suite at full length: the real binary under kill -9 (50 cycles),
 # a 30 s NATS outage, tight limits and 429 storms, garbage responses, short
 # token lifetimes, a second instance, the state disk full (and, as root,
-# read-only at start) and SIGTERM under load. `go test` runs a short variant.
+# read-only at start), SIGTERM under load, a bulk second worked through one
+# order per call, a Date header 2 h ahead, a spent daily quota and readiness
+# during a first sync. `go test` runs a short variant.
 faults:
 	$(GO) test -run 'TestFault' -v -timeout 60m ./cmd/watcher -args -fault-long
 	$(GO) test -run 'TestCrashConsistency' -v -timeout 30m ./poller -args -crash-cycles=60
@@ -56,3 +58,8 @@ faults:
 # minute; logs heap, goroutines and state file size each minute.
 soak:
 	$(GO) test -run 'TestSoak' -v -timeout 60m ./cmd/watcher -args -soak=30m
+
+# Detection latency at 1, 5 and 20 changes/s and a first sync of 100,000
+# orders, real binary, the service's default limits (about 8 minutes).
+freshness:
+	$(GO) test -run 'TestFreshness' -v -timeout 30m ./cmd/watcher -args -freshness

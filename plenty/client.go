@@ -94,10 +94,18 @@ type Config struct {
 	Pacer *Pacer // default NewPacer(PacerConfig{})
 	Retry RetryConfig
 
-	Logger     *slog.Logger
-	Now        func() time.Time
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Monotonic is the time elapsed on a clock that is never stepped; the
+	// server-time estimate is carried forward on it. Default: the process's
+	// monotonic clock, or Now's own when Now is set (a fake clock).
+	Monotonic  func() time.Duration
 	OnResponse func(CallInfo)    // called after every exchange (metrics)
 	OnLogin    func(LoginResult) // called after every login request (metrics)
+	// OnClockJump is called when a Date header jumps against the
+	// monotonic clock (distrusted) and when a new server clock is
+	// accepted after it kept saying so (metrics).
+	OnClockJump func(jump time.Duration, accepted bool)
 }
 
 // Client talks to the service. It is safe for concurrent use; logins are
@@ -118,10 +126,10 @@ type Client struct {
 	refreshRefused bool      // the service does not renew tokens: re-login on expiry
 	refreshRetry   time.Time // no renewal attempt before this (after a transient failure)
 
-	clockMu      sync.Mutex
-	serverOffset time.Duration // server clock - local clock, from Date headers
-	haveOffset   bool
-	lastFailure  string // last logged failure, to log changes only
+	mono        func() time.Duration
+	clockMu     sync.Mutex
+	clock       serverClock
+	lastFailure string // last logged failure, to log changes only
 }
 
 // New checks cfg and returns a client. It makes no call.
@@ -179,11 +187,21 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Monotonic == nil {
+		if cfg.Now == nil {
+			start := time.Now()
+			cfg.Monotonic = func() time.Duration { return time.Since(start) }
+		} else {
+			now, start := cfg.Now, cfg.Now()
+			cfg.Monotonic = func() time.Duration { return now().Sub(start) }
+		}
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Pacer == nil {
-		cfg.Pacer = NewPacer(PacerConfig{Now: cfg.Now})
+		log := cfg.Logger
+		cfg.Pacer = NewPacer(PacerConfig{Now: cfg.Now, OnBlock: func(until time.Time, why string) { logBlock(log, until, why) }})
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -197,7 +215,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	return &Client{
 		cfg: cfg, base: base, accept: accept, http: hc,
-		log: cfg.Logger, now: cfg.Now, pacer: cfg.Pacer,
+		log: cfg.Logger, now: cfg.Now, pacer: cfg.Pacer, mono: cfg.Monotonic,
 		logins: loginGuard{spacing: cfg.LoginSpacing, limit: cfg.MaxSessions},
 	}, nil
 }
@@ -208,13 +226,27 @@ func (c *Client) Pacer() *Pacer { return c.pacer }
 // Throttle returns what the service last said of its limits.
 func (c *Client) Throttle() Throttle { return c.pacer.Last() }
 
-// ServerNow estimates the service's clock from the Date headers seen so far;
-// ok is false before the first response. The estimate errs early (Date has
-// whole seconds), which is the safe side for a sweep's upper bound.
+// ServerNow estimates the service's clock from the Date headers seen so far,
+// carried forward on the monotonic clock (a step of the local clock does not
+// move it); ok is false before the first response. The estimate errs early
+// (Date has whole seconds), which is the safe side for a sweep's upper bound,
+// and never goes back while the Date headers agree with it.
 func (c *Client) ServerNow() (t time.Time, ok bool) {
 	c.clockMu.Lock()
 	defer c.clockMu.Unlock()
-	return c.now().Add(c.serverOffset), c.haveOffset
+	return c.clock.now(c.mono())
+}
+
+// ClockTrouble describes a Date header that is distrusted right now (it
+// jumped against the monotonic clock); "" when the clock is trusted.
+func (c *Client) ClockTrouble() string {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	if !c.clock.suspect {
+		return ""
+	}
+	return fmt.Sprintf("the service's Date header jumped by %s against the monotonic clock; distrusted for %s so far",
+		c.clock.jump.Round(time.Second), (c.mono() - c.clock.suspectSince).Round(time.Second))
 }
 
 // SearchOrders fetches one page of order search: GET with simple filters,
@@ -440,9 +472,36 @@ func (c *Client) observeClock(t Throttle) {
 		return
 	}
 	c.clockMu.Lock()
-	defer c.clockMu.Unlock()
-	c.serverOffset = t.ServerTime.Sub(t.Observed)
-	c.haveOffset = true
+	ev := c.clock.observe(t.ServerTime, c.mono())
+	c.clockMu.Unlock()
+	switch ev.kind {
+	case clockJump:
+		c.log.Warn("the service's Date header jumps against the monotonic clock: distrusted, the server-time estimate stays on the monotonic clock",
+			"jump", ev.jump.Round(time.Second).String(), "date", t.ServerTime.UTC().Format(time.RFC3339), "accept_after", clockAcceptAfter.String())
+	case clockAccepted:
+		c.log.Warn("the service's clock has kept its new time: accepted", "jump", ev.jump.Round(time.Second).String(),
+			"date", t.ServerTime.UTC().Format(time.RFC3339))
+	case clockRecovered:
+		c.log.Info("the service's Date header agrees with the monotonic clock again", "date", t.ServerTime.UTC().Format(time.RFC3339))
+	}
+	if ev.kind != clockOK && ev.kind != clockRecovered && c.cfg.OnClockJump != nil {
+		c.cfg.OnClockJump(ev.jump, ev.kind == clockAccepted)
+	}
+}
+
+// logBlock logs a wait the service asked for that keeps every call back
+// for a minute or more, with its end; shorter ones (the short period's
+// pacing) only at debug level.
+func logBlock(log *slog.Logger, until time.Time, why string) {
+	if log == nil {
+		return
+	}
+	d := time.Until(until).Round(time.Second)
+	if d < time.Minute {
+		log.Debug("waiting for the service's throttling", "until", until.UTC().Format(time.RFC3339), "why", why)
+		return
+	}
+	log.Warn("the service asks for a wait: no call before the time it names", "until", until.UTC().Format(time.RFC3339), "wait", d.String(), "why", why)
 }
 
 func (c *Client) apiError(op string, status int, body []byte) *APIError {

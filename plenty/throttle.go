@@ -2,6 +2,7 @@ package plenty
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -115,10 +116,13 @@ type PacerConfig struct {
 	Reserve int
 	// LongReserve is the same for the long (daily) period. Default 500.
 	LongReserve int
-	// DefaultBlock is the wait after a 429 that names no wait at all. Default 20s.
+	// DefaultBlock is the wait after a 429 that names no wait at all (no
+	// Retry-After, no reset time, no decay). Default 20s.
 	DefaultBlock time.Duration
-	// MaxBlock caps any single wait the headers ask for. Default 1h.
-	MaxBlock time.Duration
+	// OnBlock, when set, is told of every wait that starts or grows:
+	// no call before until, and why (it logs the long ones). It is
+	// called with the pacer's lock held: it must not call the pacer.
+	OnBlock func(until time.Time, why string)
 	// Now and Sleep replace the clock in tests.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -134,6 +138,7 @@ type Pacer struct {
 
 	mu        sync.Mutex
 	notBefore time.Time     // no call before this moment (429, reserve reached)
+	blockWhy  string        // why notBefore was set
 	spacing   time.Duration // minimum gap between two calls, from the headers
 	lastCall  time.Time
 	last      Throttle
@@ -150,9 +155,6 @@ func NewPacer(cfg PacerConfig) *Pacer {
 	}
 	if cfg.DefaultBlock <= 0 {
 		cfg.DefaultBlock = 20 * time.Second
-	}
-	if cfg.MaxBlock <= 0 {
-		cfg.MaxBlock = time.Hour
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -219,14 +221,26 @@ func (p *Pacer) Observe(status int, t Throttle) {
 		merged.Route = p.last.Route
 	}
 	p.last = merged
-	block := func(d time.Duration) {
-		d = max(min(d, p.cfg.MaxBlock), time.Second)
-		if until := now.Add(d); until.After(p.notBefore) {
-			p.notBefore = until
+	block := func(d time.Duration, why string) {
+		d = max(d, time.Second)
+		until := now.Add(d)
+		if !until.After(p.notBefore) {
+			return
+		}
+		// A wait that a second reason stretches by a little (a 429 and the
+		// headers of its period) is the same wait: told once.
+		same := p.notBefore.After(now) && until.Sub(p.notBefore) < time.Minute
+		p.notBefore = until
+		if !same {
+			p.blockWhy = why
+			if p.cfg.OnBlock != nil {
+				p.cfg.OnBlock(until, why)
+			}
 		}
 	}
 	if status == http.StatusTooManyRequests {
-		block(p.blockFor429(t, now))
+		d, why := p.blockFor429(t, now)
+		block(d, why)
 	}
 	// Proactive: keep the reserve, and spread the rest over the period.
 	var spacing time.Duration
@@ -234,7 +248,8 @@ func (p *Pacer) Observe(status int, t Throttle) {
 		Period
 		reserve int
 		spread  bool
-	}{{t.Short, p.cfg.Reserve, true}, {t.Route, p.cfg.Reserve, true}, {t.Long, p.cfg.LongReserve, false}} {
+		name    string
+	}{{t.Short, p.cfg.Reserve, true, "short"}, {t.Route, p.cfg.Reserve, true, "route"}, {t.Long, p.cfg.LongReserve, false, "long"}} {
 		if !per.Present || per.Limit == 0 {
 			continue
 		}
@@ -243,7 +258,7 @@ func (p *Pacer) Observe(status int, t Throttle) {
 		}
 		if per.CallsLeft <= per.reserve {
 			// Decay is whole seconds, rounded down by the service: wait one more.
-			block(per.Decay + time.Second)
+			block(per.Decay+time.Second, fmt.Sprintf("%s period: %d calls left, the reserve of %d is kept until it resets", per.name, per.CallsLeft, per.reserve))
 			continue
 		}
 		if per.spread && per.Decay > 0 {
@@ -255,9 +270,9 @@ func (p *Pacer) Observe(status int, t Throttle) {
 	p.spacing = spacing
 }
 
-func (p *Pacer) blockFor429(t Throttle, now time.Time) time.Duration {
+func (p *Pacer) blockFor429(t Throttle, now time.Time) (time.Duration, string) {
 	if t.RetryAfter > 0 {
-		return t.RetryAfter
+		return t.RetryAfter, "429 with Retry-After"
 	}
 	if per, ok := t.exhausted(); ok {
 		if !per.Reset.IsZero() {
@@ -266,15 +281,15 @@ func (p *Pacer) blockFor429(t Throttle, now time.Time) time.Duration {
 			if base.IsZero() {
 				base = now
 			}
-			if d := per.Reset.Sub(base); d > 0 && d < p.cfg.MaxBlock {
-				return d + time.Second
+			if d := per.Reset.Sub(base); d > 0 {
+				return d + time.Second, "429: the period resets at its -Calls-Reset"
 			}
 		}
 		if per.Decay > 0 {
-			return per.Decay + time.Second
+			return per.Decay + time.Second, "429: the period resets after its -Decay"
 		}
 	}
-	return p.cfg.DefaultBlock
+	return p.cfg.DefaultBlock, "429 naming no wait"
 }
 
 // Last returns the throttle snapshot: the most recent response's headers,
@@ -290,6 +305,17 @@ func (p *Pacer) NotBefore() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.notBefore
+}
+
+// Blocked returns the moment before which no call will be made and why
+// (the zero time when no wait is pending).
+func (p *Pacer) Blocked() (until time.Time, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.notBefore.After(p.cfg.Now()) {
+		return time.Time{}, ""
+	}
+	return p.notBefore, p.blockWhy
 }
 
 // Waited returns the total time Wait has spent waiting.

@@ -184,3 +184,38 @@ func sum(ds []time.Duration) time.Duration {
 	}
 	return s
 }
+
+// TestPacerHonoursLongWaits: a spent daily quota is waited out whole, be it
+// named by Retry-After or only by the period's -Calls-Reset, and OnBlock
+// hears the end time once.
+func TestPacerHonoursLongWaits(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		th   func(now time.Time) Throttle
+		want time.Duration
+	}{
+		{"Retry-After of 10 hours", func(time.Time) Throttle {
+			return Throttle{RetryAfter: 36000 * time.Second, Long: Period{Present: true, Limit: 166000, CallsLeft: 0}}
+		}, 36000 * time.Second},
+		{"-Calls-Reset 6 hours away, no decay", func(now time.Time) Throttle {
+			return Throttle{ServerTime: now, Long: Period{Present: true, Limit: 166000, CallsLeft: 0, Reset: now.Add(6 * time.Hour)}}
+		}, 6*time.Hour + time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &fakeClock{now: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
+			var told []time.Time
+			p := NewPacer(PacerConfig{Now: clk.Now, Sleep: clk.Sleep, OnBlock: func(until time.Time, _ string) { told = append(told, until) }})
+			start := clk.Now()
+			p.Observe(http.StatusTooManyRequests, tt.th(start))
+			if err := p.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := clk.Now().Sub(start); got < tt.want {
+				t.Errorf("the first call after the 429 came %v later; the service named %v", got, tt.want)
+			}
+			if len(told) != 1 || !told[0].Equal(start.Add(tt.want)) {
+				t.Errorf("OnBlock heard %v; want once, the end %v", told, start.Add(tt.want))
+			}
+		})
+	}
+}

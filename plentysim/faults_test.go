@@ -176,3 +176,20 @@ func TestStatsCounts(t *testing.T) {
 		t.Error("search Content-Type")
 	}
 }
+
+// TestDateSkew: DateSkew moves the Date header only; order timestamps keep
+// the true time.
+func TestDateSkew(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.sim.SetFaults(Faults{DateSkew: 2 * time.Hour})
+	r := h.do(http.MethodGet, PathSearch, "", nil)
+	d, err := http.ParseTime(r.header.Get("Date"))
+	if err != nil || !d.Equal(h.clock.Now().Add(2*time.Hour).Truncate(time.Second)) {
+		t.Errorf("Date %q with a skew of 2h; the clock says %v", r.header.Get("Date"), h.clock.Now())
+	}
+	h.sim.SetFaults(Faults{})
+	r = h.do(http.MethodGet, PathSearch, "", nil)
+	if d, _ := http.ParseTime(r.header.Get("Date")); !d.Equal(h.clock.Now().Truncate(time.Second)) {
+		t.Errorf("Date %q without a skew", r.header.Get("Date"))
+	}
+}

@@ -84,6 +84,7 @@ type Faults struct {
 	Latency         time.Duration // added to every search request (honours request context cancellation)
 	SlowRate        float64       // probability of an extra SlowDelay on a search request
 	SlowDelay       time.Duration
+	DateSkew        time.Duration // added to the Date header of every response (a wrong clock); order timestamps keep the true time
 }
 
 func (f Faults) validate() error {
@@ -248,7 +249,10 @@ const (
 // the throttle headers.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now()
-	w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
+	s.ctl.Lock()
+	skew := s.faults.DateSkew
+	s.ctl.Unlock()
+	w.Header().Set("Date", now.Add(skew).UTC().Format(http.TimeFormat))
 	switch {
 	case r.URL.Path == PathLogin && r.Method == http.MethodPost:
 		s.serveLogin(w, r, now)

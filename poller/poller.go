@@ -36,6 +36,8 @@ type Store interface {
 	SetBaseline(t time.Time) error
 	Lookup(ids []int64, out []*diff.State) error
 	Commit(c state.Commit) error
+	// RewindWatermark moves the watermark back to t (a clock put it ahead).
+	RewindWatermark(t time.Time) error
 }
 
 // BadEntryPolicy says what a sweep does with an entry it cannot decode.
@@ -77,9 +79,16 @@ type Config struct {
 	// verification before it is cut smaller (or, at 1s, the sweep ends) [3].
 	MaxRescans int
 	// Keyset pages a slice that cannot be cut smaller (one second holding
-	// more than SlicePages pages) with orderId=gt:<last id>. The filter is
-	// not in the spec; real systems accept it. Off by default.
-	Keyset bool
+	// more than SlicePages pages, or changing during every rescan) with
+	// orderId=gt:<last id>. The filter is not in the spec; real systems
+	// accept it. KeysetAuto (default) uses it and falls back to offset
+	// paging when the service is found to ignore it.
+	Keyset KeysetMode
+	// KeysetPages bounds the keyset pages one sweep spends on one bulk
+	// second; the rest is read by the next sweeps from where this one
+	// stopped, and the slices after the second are read (and their
+	// changes published) meanwhile [4 x SlicePages].
+	KeysetPages int
 
 	BadEntries    BadEntryPolicy // [hold]
 	EmitBaseline  bool           // events for the orders the baseline records
@@ -94,10 +103,38 @@ type Config struct {
 	// OnCommit is called after every committed page with the number of
 	// events it added to the outbox (wakes the publisher).
 	OnCommit func(events int)
+	// OnProgress is called after every call of a sweep and every verified
+	// slice (metrics that move page by page).
+	OnProgress func(Progress)
+	// ProgressEvery is how often a long sweep logs its progress [10s].
+	ProgressEvery time.Duration
 
 	Logger *slog.Logger
 	Now    func() time.Time // local clock, only for durations
 	Sleep  func(ctx context.Context, d time.Duration) error
+}
+
+// KeysetMode says whether a sweep pages a bulk second by orderId=gt:.
+type KeysetMode string
+
+// Keyset modes (WATCHER_KEYSET).
+const (
+	KeysetAuto KeysetMode = "auto"  // keyset where offset paging fails; off once the service ignores the filter
+	KeysetOn   KeysetMode = "true"  // keyset where offset paging fails; an ignored filter is an error
+	KeysetOff  KeysetMode = "false" // offset paging only
+)
+
+// Progress is where a running sweep is.
+type Progress struct {
+	Calls, Orders       int       // the sweep's so far
+	NewCalls, NewOrders int       // since the last report
+	Lo, Hi              time.Time // the sweep's window
+	Position            time.Time // every change up to here has been read (verified slices)
+	Watermark           time.Time // the verified watermark (zero before the first)
+	// FirstSync is the share 0..1 of the first sync (from StartFrom to the
+	// baseline point) verified; 1 once the baseline is done; -1 when not
+	// known yet (the call that learns the server clock).
+	FirstSync float64
 }
 
 // Stats are the figures of one sweep.
@@ -117,6 +154,25 @@ type Stats struct {
 	Watermark    time.Time     // after the sweep
 	WatermarkLag time.Duration // server now - watermark
 	Baseline     bool          // the sweep was (part of) the baseline
+	// Held is the bulk second the watermark waits at while it is read by
+	// keyset over several sweeps or cannot be verified (zero: none); the
+	// slices after it were read and their changes committed.
+	Held time.Time
+	// Rewound is the watermark found ahead of server time minus settle and
+	// rewound (zero: none).
+	Rewound time.Time
+	// KeysetSlices are the bulk seconds paged by keyset.
+	KeysetSlices int
+	// LateArrivals are the entries read in the overlap with an updatedAt
+	// below the watermark the sweep started from, which the earlier sweeps
+	// had not seen: how far below it each one was.
+	LateArrivals []time.Duration
+	// Filled in by Run: the time to the next sweep's start, why it is
+	// longer than the interval (""), and the call budget left.
+	NextGap     time.Duration
+	GapReason   string
+	BudgetLeft  float64
+	BudgetKnown bool
 }
 
 // EventCount is the number of events of all types.
@@ -134,6 +190,17 @@ type Poller struct {
 	client Client
 	store  Store
 	log    *slog.Logger
+
+	// Sweeps run one at a time; what they carry from one to the next:
+	keysetIgnored bool       // the service ignores orderId=gt: (auto mode)
+	bulk          bulkCursor // a bulk second read by keyset over several sweeps
+	lastProgress  time.Time  // last progress log line
+}
+
+// bulkCursor is how far keyset paging got in one second.
+type bulkCursor struct {
+	at    time.Time
+	after int64
 }
 
 // New returns a poller; it makes no call.
@@ -152,6 +219,19 @@ func New(client Client, store Store, cfg Config) (*Poller, error) {
 	}
 	if cfg.SlicePages <= 0 {
 		cfg.SlicePages = 4
+	}
+	switch cfg.Keyset {
+	case "":
+		cfg.Keyset = KeysetAuto
+	case KeysetAuto, KeysetOn, KeysetOff:
+	default:
+		return nil, fmt.Errorf("poller: keyset mode %q: want auto, true or false", cfg.Keyset)
+	}
+	if cfg.KeysetPages <= 0 {
+		cfg.KeysetPages = 4 * cfg.SlicePages
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = 10 * time.Second
 	}
 	if cfg.MaxRescans <= 0 {
 		cfg.MaxRescans = 3

@@ -315,12 +315,8 @@ func TestQuietSweepCostsTheOptimum(t *testing.T) {
 // final state is recorded and every event is a true transition, emitted once.
 // A naive offset pager, run against the same mutations, misses changes.
 func TestNoMissWhileMutatingBetweenPages(t *testing.T) {
-	for _, keyset := range []bool{false, true} {
-		name := "offset"
-		if keyset {
-			name = "keyset"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, keyset := range []poller.KeysetMode{poller.KeysetOff, poller.KeysetOn, poller.KeysetAuto} {
+		t.Run("keyset="+string(keyset), func(t *testing.T) {
 			e := newEnv(t, plentysim.Config{MaxItemsPerPage: 25}, poller.Config{ItemsPerPage: 25, SlicePages: 3, Keyset: keyset, Overlap: time.Second})
 			e.sim.Generate(600, t0.Add(-3*24*time.Hour), t0.Add(-time.Minute))
 			e.sweep()
@@ -336,7 +332,7 @@ func TestNoMissWhileMutatingBetweenPages(t *testing.T) {
 				}
 				rescans += st.Rescans
 			}
-			if !keyset && rescans == 0 {
+			if keyset == poller.KeysetOff && rescans == 0 {
 				t.Error("no scan failed verification: the mutations did not reach the sweep")
 			}
 			e.quiesce()

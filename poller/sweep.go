@@ -20,6 +20,9 @@ var (
 	// ErrBadEntries: the slice holds entries that could not be decoded
 	// (policy hold).
 	ErrBadEntries = errors.New("undecodable entries hold the watermark")
+	// ErrClock: the window is empty (hi <= lo): a clock is wrong. Never a
+	// verified sweep.
+	ErrClock = errors.New("clock problem")
 )
 
 // Sweep runs one sweep over [watermark - overlap, server now - settle], in
@@ -32,8 +35,9 @@ var (
 func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	st = Stats{Start: p.cfg.Now(), Events: map[diff.Type]int{}}
 	defer func() { st.Duration = p.cfg.Now().Sub(st.Start) }()
+	sw := &sweep{p: p, st: &st, stop: ctx}
 
-	now, err := p.serverNow(ctx, &st)
+	now, err := p.serverNow(ctx, sw)
 	if err != nil {
 		return st, err
 	}
@@ -50,6 +54,18 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 		p.log.Info("first sweep: recording the baseline", "from", p.cfg.StartFrom.Format(time.RFC3339), "to", hi.Format(time.RFC3339),
 			"events", p.cfg.EmitBaseline)
 	}
+	if meta.Watermark.After(hi) {
+		// The watermark is never ahead of server time minus settle: a clock
+		// put it there (a Date header or a local clock that jumped ahead).
+		// Changes below it may be unread: read them again (idempotent).
+		if err := p.store.RewindWatermark(hi); err != nil {
+			return st, fmt.Errorf("rewind the watermark: %w", err)
+		}
+		p.log.Error("the watermark is ahead of server time minus settle (a clock jumped): rewound, the window is read again",
+			"watermark", meta.Watermark.Format(time.RFC3339), "rewound_to", hi.Format(time.RFC3339), "server_now", now.Format(time.RFC3339))
+		st.Rewound = meta.Watermark
+		meta.Watermark = hi
+	}
 	lo := p.cfg.StartFrom.Truncate(time.Second)
 	if !meta.Watermark.IsZero() {
 		lo = meta.Watermark.Add(-p.cfg.Overlap)
@@ -59,25 +75,28 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	defer func() {
 		st.WatermarkLag = now.Sub(st.Watermark)
 		if st.Watermark.IsZero() {
-			st.WatermarkLag = 0
+			st.WatermarkLag = now.Sub(p.cfg.StartFrom)
 		}
 	}()
 	if !hi.After(lo) {
-		return st, nil
+		return st, fmt.Errorf("%w: the window is empty: server time minus settle (%s) is not after its start (%s); the start point (WATCHER_START_FROM) or the watermark lies ahead of the service's clock",
+			ErrClock, hi.Format(time.RFC3339), lo.Format(time.RFC3339))
 	}
-	sw := &sweep{p: p, st: &st, baseline: meta.Baseline, baselineDone: meta.BaselineDone, stop: ctx}
+	sw.baseline, sw.baselineDone, sw.startMark = meta.Baseline, meta.BaselineDone, meta.Watermark
+	sw.lo, sw.hi, sw.pos = lo, hi, lo
 	return st, sw.run(ctx, lo, hi)
 }
 
 // serverNow estimates the service's clock. Before the first response of the
 // process, one small search call learns it from the Date header.
-func (p *Poller) serverNow(ctx context.Context, st *Stats) (time.Time, error) {
+func (p *Poller) serverNow(ctx context.Context, sw *sweep) (time.Time, error) {
 	if t, ok := p.client.ServerNow(); ok {
 		return t, nil
 	}
 	q := plenty.Query{Filters: p.cfg.Scope, Complex: p.cfg.ScopeComplex, ItemsPerPage: 1}
-	st.Calls++
-	if _, err := p.client.SearchOrders(ctx, q); err != nil {
+	_, err := p.client.SearchOrders(ctx, q)
+	sw.called(0)
+	if err != nil {
 		return time.Time{}, fmt.Errorf("learn the server clock: %w", err)
 	}
 	t, ok := p.client.ServerNow()
@@ -94,6 +113,15 @@ type sweep struct {
 	baseline     time.Time
 	baselineDone bool
 	stop         context.Context // cancelled at shutdown: no new page is started
+	startMark    time.Time       // the watermark the sweep started from
+	lo, hi, pos  time.Time       // the window; pos: verified up to here
+
+	// held: a slice before the current one is not verified (yet): the
+	// slices after it are read and committed without the watermark.
+	held       bool
+	unverified error // why, when it is an error of the sweep
+
+	reported struct{ calls, orders int } // figures of the last progress report
 
 	width time.Duration // the span of the last slice, carried to the next (0: the whole window)
 	want  int64         // orders a slice may hold: SlicePages x the envelope's page size
@@ -121,7 +149,7 @@ func (s *sweep) run(ctx context.Context, lo, hi time.Time) error {
 			return err
 		}
 		if !done.Before(hi) {
-			return nil
+			return s.unverified
 		}
 		// The next slice starts as wide as this one, twice as wide when this
 		// one was less than half full: no call is spent probing the whole
@@ -159,8 +187,12 @@ func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, int64, 
 			hi = cut(lo, hi, first, s.want)
 			continue
 		}
-		if pages > int64(cfg.SlicePages) && cfg.Keyset {
-			return hi, first.TotalsCount, s.keyset(ctx, lo, hi, first)
+		if pages > int64(cfg.SlicePages) && s.keysetOK() {
+			err := s.bulk(ctx, lo, hi, first)
+			if errors.Is(err, errKeysetIgnored) {
+				continue // by offset, as if keyset were off
+			}
+			return hi, first.TotalsCount, err
 		}
 		ok, err := s.scan(ctx, lo, hi, first)
 		if err != nil {
@@ -184,11 +216,93 @@ func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, int64, 
 			rescans = 0
 			continue
 		}
-		if cfg.Keyset {
-			return hi, 0, s.keyset(ctx, lo, hi, nil)
+		if s.keysetOK() {
+			err := s.bulk(ctx, lo, hi, nil)
+			if errors.Is(err, errKeysetIgnored) {
+				s.hold(lo, fmt.Errorf("%w: %s changed during every rescan and the service ignores orderId=gt:", ErrUnverified, lo.Format(time.RFC3339)))
+				err = nil
+			}
+			return hi, 0, err
 		}
-		return lo, 0, fmt.Errorf("%w: %s changed during %d scans", ErrUnverified, lo.Format(time.RFC3339), rescans)
+		s.hold(lo, fmt.Errorf("%w: %s changed during %d scans", ErrUnverified, lo.Format(time.RFC3339), rescans))
+		return hi, 0, nil
 	}
+}
+
+// keysetOK says whether a bulk second is paged by keyset.
+func (s *sweep) keysetOK() bool {
+	switch s.p.cfg.Keyset {
+	case KeysetOn:
+		return true
+	case KeysetAuto:
+		return !s.p.keysetIgnored
+	}
+	return false
+}
+
+// hold keeps the watermark before the second at (not verified in this
+// sweep) and lets the sweep go on past it: the slices after it are read and
+// their changes committed, so that one busy second holds back no other
+// order; the watermark waits until the second is verified. err, when set,
+// ends the sweep as failed once the window is read.
+func (s *sweep) hold(at time.Time, err error) {
+	if !s.held {
+		s.held = true
+		s.st.Held = at
+		if err != nil {
+			s.p.log.Warn("a bulk second cannot be verified in this sweep: the watermark waits before it, the orders after it are read and published meanwhile",
+				"second", at.Format(time.RFC3339), "err", err)
+		}
+	}
+	if s.unverified == nil {
+		s.unverified = err
+	}
+}
+
+// bulk reads one second holding more orders than offset paging can verify,
+// by keyset, KeysetPages pages a sweep at most: a longer one is continued
+// by the next sweep from where this one stopped (inside a second in the
+// past no order can enter, so the cursor stays valid), and the sweep goes
+// on past it meanwhile (see hold).
+func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *plenty.Page) error {
+	after := int64(0)
+	if c := s.p.bulk; c.at.Equal(lo) && c.after > 0 {
+		after, first = c.after, nil
+	}
+	if s.held {
+		// Already held before this second: read it for its changes, the
+		// watermark cannot pass it anyway.
+		after, first = 0, nil
+	}
+	s.st.KeysetSlices++
+	last, done, err := s.keyset(ctx, lo, hi, first, after)
+	if errors.Is(err, errKeysetIgnored) {
+		// What was read is true; the rest is read by offset.
+		s.p.keysetIgnored = true
+		s.p.bulk = bulkCursor{}
+		s.p.log.Warn("the service ignores the filter orderId=gt: (keyset paging): falling back to offset paging; a bulk second that changes during every rescan waits until it is quiet, the orders after it are read meanwhile",
+			"second", lo.Format(time.RFC3339))
+		if ferr := s.flush(nil); ferr != nil {
+			return ferr
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if done {
+		if s.p.bulk.at.Equal(lo) {
+			s.p.bulk = bulkCursor{}
+		}
+		return nil
+	}
+	if !s.held {
+		s.p.bulk = bulkCursor{at: lo, after: last}
+		s.p.log.Info("a bulk second is read by keyset over several sweeps: the watermark waits before it, the orders after it are read and published meanwhile",
+			"second", lo.Format(time.RFC3339), "after_id", last, "pages_per_sweep", s.p.cfg.KeysetPages)
+	}
+	s.hold(lo, nil)
+	return nil
 }
 
 // scan pages through [lo, hi] by offset and verifies it. Every page that
@@ -246,22 +360,37 @@ func (s *sweep) scan(ctx context.Context, lo, hi time.Time, first *plenty.Page) 
 	}
 }
 
-// keyset pages through [lo, hi] with orderId=gt:<last id>: inside a window
-// in the past no order can enter, so every order present throughout is
-// returned, and one that left shows its newer state in a later window.
-func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page) error {
-	var lastID int64
+// errKeysetIgnored: a keyset page held ids at or below the cursor.
+var errKeysetIgnored = errors.New("the service ignores orderId=gt:")
+
+// keyset pages through [lo, hi] with orderId=gt:<last id>, starting after
+// the id after (0: from the start; page is the first page when given):
+// inside a window in the past no order can enter, so every order present
+// throughout is returned, and one that left shows its newer state in a
+// later window. It stops after KeysetPages pages; done says whether it got
+// to the end (the slice is verified and committed), last is the cursor.
+func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page, after int64) (last int64, done bool, err error) {
+	lastID := after
 	bad := 0
-	for {
+	for pages := 0; ; pages++ {
 		if page == nil {
-			var err error
+			if pages >= s.p.cfg.KeysetPages {
+				return lastID, false, s.flush(nil)
+			}
 			if page, err = s.fetch(ctx, lo, hi, 1, lastID); err != nil {
-				return err
+				return lastID, false, err
 			}
 		}
 		next, ok := increasing(page.Orders, lastID)
 		if !ok {
-			return fmt.Errorf("%w: keyset page not in ascending id order", ErrUnverified)
+			if lastID > 0 && len(page.Orders) > 0 && page.Orders[0].ID <= lastID {
+				if s.p.cfg.Keyset == KeysetAuto {
+					return lastID, false, errKeysetIgnored
+				}
+				return lastID, false, fmt.Errorf("%w: keyset page starts at id %d, not after %d: the service ignores orderId=gt: (use WATCHER_KEYSET=auto or false)",
+					ErrUnverified, page.Orders[0].ID, lastID)
+			}
+			return lastID, false, fmt.Errorf("%w: keyset page not in ascending id order", ErrUnverified)
 		}
 		bad += s.noteBad(page)
 		// With orderId=gt:, totalsCount counts what is left.
@@ -271,17 +400,17 @@ func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page)
 			// The page ends in an unreadable entry: page on past its id.
 			id, err := strconv.ParseInt(strings.Trim(page.Bad[len(page.Bad)-1].ID, `"`), 10, 64)
 			if err != nil || id <= next {
-				return fmt.Errorf("%w: keyset paging cannot pass an entry without a readable id", ErrBadEntries)
+				return lastID, false, fmt.Errorf("%w: keyset paging cannot pass an entry without a readable id", ErrBadEntries)
 			}
 			next = id
 		}
 		if err := s.add(page.Orders, hi); err != nil {
-			return err
+			return lastID, false, err
 		}
 		if !final {
 			if len(s.pending.Events) >= flushAt {
 				if err := s.flush(nil); err != nil {
-					return err
+					return lastID, false, err
 				}
 			}
 			lastID, page = next, nil
@@ -292,13 +421,13 @@ func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page)
 			mark = &hi
 		}
 		if err := s.flush(mark); err != nil {
-			return err
+			return lastID, false, err
 		}
 		if mark == nil {
-			return fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339))
+			return lastID, false, fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339))
 		}
 		s.st.Slices++
-		return nil
+		return next, true, nil
 	}
 }
 
@@ -342,14 +471,61 @@ func (s *sweep) fetch(ctx context.Context, lo, hi time.Time, page int, afterID i
 		Page: page, ItemsPerPage: cfg.ItemsPerPage,
 		With: cfg.With, LazyLoaded: cfg.LazyLoaded,
 	}
-	s.st.Calls++
 	p, err := s.p.client.SearchOrders(ctx, q)
 	if err != nil {
+		s.called(0)
 		return nil, fmt.Errorf("sweep %s..%s page %d: %w", lo.Format(time.RFC3339), hi.Format(time.RFC3339), page, err)
 	}
 	s.st.Pages++
-	s.st.Orders += len(p.Orders) + len(p.Bad)
+	s.called(len(p.Orders) + len(p.Bad))
 	return p, nil
+}
+
+// called counts a search call that read n entries and reports progress.
+func (s *sweep) called(n int) {
+	s.st.Calls++
+	s.st.Orders += n
+	s.progress()
+}
+
+// progress reports where the sweep is (OnProgress), and logs it every
+// ProgressEvery during a long sweep with an estimate of what is left.
+func (s *sweep) progress() {
+	cfg := s.p.cfg
+	pr := Progress{
+		Calls: s.st.Calls, Orders: s.st.Orders,
+		NewCalls: s.st.Calls - s.reported.calls, NewOrders: s.st.Orders - s.reported.orders,
+		Lo: s.lo, Hi: s.hi, Position: s.pos, Watermark: s.st.Watermark, FirstSync: 1,
+	}
+	s.reported.calls, s.reported.orders = s.st.Calls, s.st.Orders
+	if s.hi.IsZero() {
+		pr.FirstSync = -1 // not known before the window is
+	} else if !s.baselineDone {
+		from := cfg.StartFrom.Truncate(time.Second)
+		pr.FirstSync = 0
+		if span := s.baseline.Sub(from); span > 0 && s.pos.After(from) {
+			pr.FirstSync = min(float64(s.pos.Sub(from))/float64(span), 1)
+		}
+	}
+	if cfg.OnProgress != nil {
+		cfg.OnProgress(pr)
+	}
+	now := cfg.Now()
+	if s.hi.IsZero() || now.Sub(s.st.Start) < cfg.ProgressEvery || now.Sub(s.p.lastProgress) < cfg.ProgressEvery {
+		return
+	}
+	s.p.lastProgress = now
+	elapsed := now.Sub(s.st.Start)
+	attrs := []any{"position", s.pos.Format(time.RFC3339), "hi", s.hi.Format(time.RFC3339), "calls", s.st.Calls, "orders", s.st.Orders,
+		"elapsed", elapsed.Round(time.Second).String()}
+	if read := s.pos.Sub(s.lo); read > 0 {
+		attrs = append(attrs, "done_pct", int(100*float64(read)/float64(s.hi.Sub(s.lo))),
+			"eta", time.Duration(float64(elapsed)*float64(s.hi.Sub(s.pos))/float64(read)).Round(time.Second).String())
+	}
+	if pr.FirstSync < 1 {
+		attrs = append(attrs, "first_sync_pct", int(100*pr.FirstSync))
+	}
+	s.p.log.Info("sweep in progress", attrs...)
 }
 
 // add diffs a page against the snapshot and adds the changed states and
@@ -376,6 +552,9 @@ func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
 		return err
 	}
 	for i, o := range orders {
+		if !s.startMark.IsZero() && !o.UpdatedAt.After(s.startMark) && (prev[i] == nil || prev[i].UpdatedAt.Before(o.UpdatedAt.Time)) {
+			s.late(o, s.startMark.Sub(o.UpdatedAt.Time))
+		}
 		next, store, events := diff.Decide(prev[i], o, opt)
 		if store {
 			s.pending.States = append(s.pending.States, state.Put{ID: o.ID, State: next})
@@ -390,6 +569,16 @@ func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
 	return nil
 }
 
+// late notes an entry that became visible after the sweeps had verified
+// past its updatedAt: a commit that arrived late by at least d.
+func (s *sweep) late(o plenty.Order, d time.Duration) {
+	s.st.LateArrivals = append(s.st.LateArrivals, d)
+	if ov := s.p.cfg.Overlap; d >= ov*8/10 {
+		s.p.log.Warn("a change arrived late, close to WATCHER_OVERLAP: a later one would be missed; raise WATCHER_OVERLAP or WATCHER_SETTLE",
+			"order", o.ID, "updated_at", o.UpdatedAt.Format(time.RFC3339), "late_by", d.String(), "overlap", ov.String())
+	}
+}
+
 // flush writes the pending states and events in one transaction, with the
 // watermark when mark is set (the slice is verified). A transaction per
 // slice rather than per page: a crash redoes at most one slice, and the
@@ -397,6 +586,9 @@ func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
 func (s *sweep) flush(mark *time.Time) error {
 	cfg := s.p.cfg
 	c := s.pending
+	if s.held {
+		mark = nil // a slice before is not verified: the watermark waits
+	}
 	if mark != nil {
 		c.Watermark = mark
 		now := cfg.Now()
@@ -441,6 +633,8 @@ func (s *sweep) flush(mark *time.Time) error {
 	}
 	if mark != nil {
 		s.st.Watermark = *mark
+		s.pos = *mark
+		s.progress()
 	}
 	s.pending = state.Commit{States: c.States[:0], Events: c.Events[:0]}
 	s.pendingTypes = s.pendingTypes[:0]

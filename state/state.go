@@ -504,6 +504,30 @@ func (s *Store) SetBaseline(t time.Time) error {
 	return nil
 }
 
+// RewindWatermark moves the watermark back to t when it is later (a clock
+// put it ahead of the service's time); the only way it moves back. The
+// window from t on is read again, which is idempotent.
+func (s *Store) RewindWatermark(t time.Time) error {
+	if t.IsZero() {
+		return fmt.Errorf("state file %s: zero watermark", s.path)
+	}
+	err := s.update(false, func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		cur, err := getTime(meta, keyWatermark)
+		if err != nil {
+			return corruptError(s.path, err)
+		}
+		if !cur.After(t) {
+			return nil
+		}
+		return putTime(meta, keyWatermark, t)
+	})
+	if err != nil {
+		return fmt.Errorf("rewind the watermark in state file %s: %w", s.path, err)
+	}
+	return nil
+}
+
 // Lookup reads the snapshot states of ids in one read transaction: out[i] is
 // the state of ids[i], nil when the order is unknown. The states are fresh
 // values, owned by the caller.

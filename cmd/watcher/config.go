@@ -64,14 +64,14 @@ type Config struct {
 	StartFrom      StartFrom     `envconfig:"START_FROM" default:"720h" desc:"First sweep starts here: RFC 3339 time or a duration back from now"`
 	BaselineEvents bool          `envconfig:"BASELINE_EVENTS" default:"false" desc:"Emit events for the orders the first sweep records"`
 	EmitUpdated    bool          `envconfig:"EMIT_UPDATED" default:"false" desc:"Emit order.updated for every updatedAt change"`
-	CallShare      float64       `envconfig:"CALL_SHARE" default:"0.25" desc:"Share of the daily call quota the sweeps may use; the interval stretches beyond it"`
+	CallShare      float64       `envconfig:"CALL_SHARE" default:"0.25" desc:"Share of the daily call quota the sweeps may use in the long run (a budget with an hour's burst); sweeps slow smoothly when it runs low"`
 	Scope          string        `envconfig:"SCOPE" desc:"Scope filters in query form, e.g. orderTypeId=1&statusId=in:5,6"`
 	ScopeJSON      string        `envconfig:"SCOPE_JSON" desc:"Complex scope filter (JSON group); searches POST when a part of it goes to the service"`
 	With           []string      `envconfig:"WITH" desc:"Relations to load (with=), comma-separated"`
 	LazyLoaded     bool          `envconfig:"LAZY_LOADED" default:"false" desc:"Load the default relations"`
 	ItemsPerPage   int           `envconfig:"ITEMS_PER_PAGE" default:"250" desc:"Requested page size (the service may cap it)"`
 	SlicePages     int           `envconfig:"SLICE_PAGES" default:"4" desc:"Most pages per verified time slice"`
-	Keyset         bool          `envconfig:"KEYSET" default:"false" desc:"Page one-second bulk slices by orderId=gt: (not in the spec; real systems accept it)"`
+	Keyset         string        `envconfig:"KEYSET" default:"auto" desc:"Page a one-second bulk that offset paging cannot verify by orderId=gt:: auto (falls back when the service ignores the filter), true or false"`
 	BadEntries     string        `envconfig:"BAD_ENTRIES" default:"hold" desc:"Undecodable entry: hold (keep the watermark) or skip"`
 
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:":9090" desc:"Listen address of /healthz, /readyz and /metrics"`
@@ -193,6 +193,11 @@ func (c *Config) validate() error {
 	}
 	if err := diff.ValidPrefix(c.SubjectPrefix); err != nil {
 		return configErr("%s_SUBJECT_PREFIX=%q: %v", envPrefix, c.SubjectPrefix, err)
+	}
+	switch poller.KeysetMode(c.Keyset) {
+	case poller.KeysetAuto, poller.KeysetOn, poller.KeysetOff:
+	default:
+		return configErr("%s_KEYSET=%q: want auto, true or false", envPrefix, c.Keyset)
 	}
 	if c.BadEntries != string(poller.BadEntryHold) && c.BadEntries != string(poller.BadEntrySkip) {
 		return configErr("%s_BAD_ENTRIES=%q: want hold or skip", envPrefix, c.BadEntries)

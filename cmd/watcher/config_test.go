@@ -29,7 +29,8 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.PollInterval != 30*time.Second || c.Stream != "ORDERS" || !c.StreamCreate || c.CallShare != 0.25 || c.StartFrom.Back != 720*time.Hour ||
-		c.SubjectPrefix != "orders" || c.HTTPAddr != ":9090" || c.ShutdownTimeout != 20*time.Second || c.DuplicateWindow != 10*time.Minute {
+		c.SubjectPrefix != "orders" || c.HTTPAddr != ":9090" || c.ShutdownTimeout != 20*time.Second || c.DuplicateWindow != 10*time.Minute ||
+		c.Keyset != "auto" {
 		t.Errorf("defaults: %+v", c)
 	}
 }
@@ -84,6 +85,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		"WATCHER_CALL_SHARE":     "0",
 		"WATCHER_SUBJECT_PREFIX": "orders.*",
 		"WATCHER_BAD_ENTRIES":    "ignore",
+		"WATCHER_KEYSET":         "sometimes",
 		"WATCHER_LOG_FORMAT":     "xml",
 		"WATCHER_LOG_LEVEL":      "loud",
 		"WATCHER_SCOPE":          "statusId=between:5",

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,9 @@ type daemon struct {
 	stateDownSince       atomic.Int64 // unix nanos when writes to the state file started failing
 	lastOK               atomic.Int64 // unix nanos of the last verified sweep
 	gap                  atomic.Int64 // the current time between sweeps (nanos)
+	lastSlice            atomic.Int64 // unix nanos of the last verified slice (first-sync progress)
+	firstSyncPct         atomic.Int64 // percent of the first sync verified
+	clockProblem         atomic.Value // string: the last sweep's clock problem, "" when none
 }
 
 // newDaemon opens the state file, builds the client, poller and publisher
@@ -64,6 +68,11 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		Logger:     log.With("component", "client"),
 		OnResponse: func(c plenty.CallInfo) { m.observeCall(c) },
 		OnLogin:    func(r plenty.LoginResult) { m.observeLogin(r) },
+		OnClockJump: func(_ time.Duration, accepted bool) {
+			if !accepted {
+				m.clockProblems.Inc()
+			}
+		},
 	})
 	if err != nil {
 		return nil, configErr("%v", err)
@@ -94,11 +103,12 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	d.poll, err = poller.New(d.client, d.store, poller.Config{
 		Settle: cfg.Settle, Overlap: cfg.Overlap, StartFrom: cfg.StartFrom.Time(time.Now()),
 		Scope: scope.Sent, ScopeComplex: scope.SentGroup, ScopeLocal: scope.Local, With: cfg.With, LazyLoaded: cfg.LazyLoaded,
-		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: cfg.Keyset,
+		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: poller.KeysetMode(cfg.Keyset),
 		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
 		Source: source, SubjectPrefix: cfg.SubjectPrefix,
-		OnCommit: func(int) { d.pub.Notify() },
-		Logger:   log.With("component", "poller"),
+		OnCommit:   func(int) { d.pub.Notify() },
+		OnProgress: d.onProgress,
+		Logger:     log.With("component", "poller"),
 	})
 	if err != nil {
 		return nil, configErr("%v", err)
@@ -106,6 +116,8 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	if sent := scopeSentText(scope); sent != "" || scope.Local != nil {
 		log.Info("scope split", "sent", sent, "evaluated", scope.Local.String())
 	}
+	d.clockProblem.Store("")
+	d.firstSyncPct.Store(-1)
 	m = newMetrics(d.reg, liveSources{
 		throttle:      d.client.Throttle,
 		waited:        d.client.Pacer().Waited,
@@ -116,8 +128,16 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 			t, _ := d.client.ServerNow()
 			return t
 		},
+		blockedUntil: func() time.Time { t, _ := d.client.Pacer().Blocked(); return t },
+		startFrom:    cfg.StartFrom.Time(time.Now()),
 	})
 	d.metrics = m
+	if st, err := d.store.Stats(); err == nil && st.BaselineDone {
+		// Known from the file before the first sweep reports: alerts gated
+		// on a finished first sync work from the start after a restart.
+		m.firstSync.Set(1)
+		d.firstSyncPct.Store(100)
+	}
 	d.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (WATCHER_HTTP_ADDR): %w", cfg.HTTPAddr, err)
@@ -185,7 +205,9 @@ func (d *daemon) run(ctx context.Context) error {
 
 func (d *daemon) onSweep(st poller.Stats, err error) {
 	d.metrics.observeSweep(st, err)
-	d.gap.Store(int64(poller.NextGap(d.cfg.PollInterval, d.cfg.CallShare, st.Calls, d.client.Throttle())))
+	if st.NextGap > 0 {
+		d.gap.Store(int64(st.NextGap))
+	}
 	attrs := []any{
 		"lo", st.Lo.Format(time.RFC3339), "hi", st.Hi.Format(time.RFC3339),
 		"calls", st.Calls, "pages", st.Pages, "orders", st.Orders, "slices", st.Slices, "rescans", st.Rescans,
@@ -196,12 +218,37 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 	if st.Baseline {
 		attrs = append(attrs, "baseline", true)
 	}
+	if st.GapReason != "" {
+		attrs = append(attrs, "next_gap_s", st.NextGap.Seconds(), "gap_reason", st.GapReason)
+	}
+	if !st.Held.IsZero() {
+		attrs = append(attrs, "held_at", st.Held.Format(time.RFC3339))
+	}
+	if len(st.LateArrivals) > 0 {
+		attrs = append(attrs, "late_arrivals", len(st.LateArrivals), "latest_late_s", slices.Max(st.LateArrivals).Seconds())
+	}
+	if errors.Is(err, poller.ErrClock) {
+		d.clockProblem.Store(err.Error())
+	} else if err == nil {
+		d.clockProblem.Store("")
+	}
 	if err != nil {
 		d.log.Error("sweep failed; the watermark stays at the last verified slice", append(attrs, "err", err)...)
 		return
 	}
 	d.lastOK.Store(time.Now().UnixNano())
 	d.log.Info("sweep", attrs...)
+}
+
+// onProgress is the poller's page-by-page report.
+func (d *daemon) onProgress(p poller.Progress) {
+	d.metrics.observeProgress(p)
+	if p.FirstSync < 0 {
+		return
+	}
+	if pct := int64(100 * p.FirstSync); pct != d.firstSyncPct.Swap(pct) || p.NewCalls == 0 {
+		d.lastSlice.Store(time.Now().UnixNano()) // the position moved (or a slice was verified)
+	}
 }
 
 // onWritable logs the start and the end of a period of failing writes to
@@ -221,22 +268,40 @@ func (d *daemon) onWritable(err error) {
 }
 
 // ready says whether the watcher is doing its job: a verified sweep within
-// three intervals (as stretched by the call share), the state file writable,
-// NATS connected, and the outbox below its limit.
+// three gaps (as stretched by the call budget), or during the first sync a
+// verified slice within that time; the state file writable, NATS
+// connected, the outbox below its limit, no clock problem, and no wait for
+// the service's throttling longer than those three gaps pending.
 func (d *daemon) ready() (bool, string) {
 	last := d.lastOK.Load()
 	window := 3 * time.Duration(d.gap.Load())
+	if until, why := d.client.Pacer().Blocked(); !until.IsZero() && time.Until(until) > window {
+		return false, fmt.Sprintf("waiting for the service's throttling: no call before %s (%s)", until.UTC().Format(time.RFC3339), why)
+	}
+	if p, _ := d.clockProblem.Load().(string); p != "" {
+		return false, p
+	}
+	firstSync := d.firstSyncPct.Load()
 	switch {
 	case d.store.WriteErr() != nil:
 		return false, d.store.WriteErr().Error()
+	case last == 0 && firstSync >= 0 && firstSync < 100:
+		since := time.Since(time.Unix(0, d.lastSlice.Load()))
+		if slice := d.lastSlice.Load(); slice == 0 || since > max(window, 2*time.Minute) {
+			return false, fmt.Sprintf("first sync stalled at %d%%: no progress for %s", firstSync, since.Round(time.Second))
+		}
 	case last == 0:
 		return false, "no verified sweep yet"
 	case time.Since(time.Unix(0, last)) > window:
 		return false, fmt.Sprintf("no verified sweep for %s", time.Since(time.Unix(0, last)).Round(time.Second))
+	}
+	switch {
 	case d.pub.Ready() != nil:
 		return false, d.pub.Ready().Error()
 	case d.cfg.OutboxMax > 0 && d.store.OutboxDepth() >= d.cfg.OutboxMax:
 		return false, "outbox full"
+	case last == 0:
+		return true, fmt.Sprintf("first sync in progress: %d%%", firstSync)
 	}
 	return true, "ok"
 }

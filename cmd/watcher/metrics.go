@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,14 @@ type metrics struct {
 	publishErrors prometheus.Counter
 	lastSweepOK   prometheus.Gauge
 	logins        *prometheus.CounterVec
+	sweepGap      prometheus.Gauge
+	budgetLeft    prometheus.Gauge
+	lateArrival   prometheus.Histogram
+	clockProblems prometheus.Counter
+	rewinds       prometheus.Counter
+	keysetSlices  prometheus.Counter
+	firstSync     prometheus.Gauge
+	position      prometheus.Gauge
 
 	watermark atomic.Int64 // unix seconds of the verified watermark
 }
@@ -41,6 +51,8 @@ type liveSources struct {
 	stateWritable func() bool
 	connected     func() bool
 	serverNow     func() time.Time
+	blockedUntil  func() time.Time // zero when no wait is pending
+	startFrom     time.Time        // where the first sweep begins (lag before the first watermark)
 }
 
 func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
@@ -95,8 +107,35 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 		m.logins.WithLabelValues(string(r))
 	}
 	reg.MustRegister(m.logins)
+	m.sweepGap = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orderwatch_sweep_gap_seconds", Help: "Time from the start of the last sweep to the start of the next: the interval, longer when the call budget runs low.",
+	})
+	m.budgetLeft = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orderwatch_call_budget_remaining", Help: "Calls left in the sweeps' budget (WATCHER_CALL_SHARE of the daily quota, an hour's burst); negative while in debt; NaN until the service names its daily limit.",
+	})
+	m.budgetLeft.Set(math.NaN())
+	m.lateArrival = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "orderwatch_late_arrival_seconds", Help: "Changes that became visible after the sweeps had passed their updatedAt: how far below the watermark they were (compare with WATCHER_OVERLAP).",
+		Buckets: prometheus.ExponentialBuckets(0.25, 2, 12),
+	})
+	m.clockProblems = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_clock_problems_total", Help: "Clock problems: a Date header that jumped against the monotonic clock (distrusted), or an empty sweep window (hi <= lo).",
+	})
+	m.rewinds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_watermark_rewinds_total", Help: "Watermarks found ahead of server time minus settle and rewound.",
+	})
+	m.keysetSlices = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_keyset_slices_total", Help: "One-second bulk slices paged by orderId=gt: (per sweep that reads one).",
+	})
+	m.firstSync = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orderwatch_first_sync_progress_ratio", Help: "Share of the first sync (from the start point to the baseline point) verified; 1 once it is done.",
+	})
+	m.position = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orderwatch_sweep_position_timestamp_seconds", Help: "Window position (unix time, server clock) the running sweep has verified up to.",
+	})
 	reg.MustRegister(m.apiCalls, m.apiDuration, m.throttled, m.sweepDuration, m.sweeps, m.sweepCalls, m.ordersScanned,
-		m.rescans, m.badEntries, m.events, m.published, m.publishErrors, m.lastSweepOK)
+		m.rescans, m.badEntries, m.events, m.published, m.publishErrors, m.lastSweepOK,
+		m.sweepGap, m.budgetLeft, m.lateArrival, m.clockProblems, m.rewinds, m.keysetSlices, m.firstSync, m.position)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(buildInfoCollector()) // buildinfo.go
 
@@ -131,13 +170,24 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 			Name: "orderwatch_watermark_timestamp_seconds", Help: "The verified watermark (unix time, server clock): every change up to it has been recorded.",
 		}, func() float64 { return float64(m.watermark.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "orderwatch_watermark_lag_seconds", Help: "Server time minus the verified watermark: how far behind the sweep is.",
+			Name: "orderwatch_watermark_lag_seconds", Help: "Server time minus the verified watermark (before the first, minus the start point): how far behind the sweep is.",
 		}, func() float64 {
-			wm := m.watermark.Load()
-			if wm == 0 {
-				return 0
+			now := live.serverNow()
+			if now.IsZero() {
+				return 0 // the service's clock is not known yet
 			}
-			return live.serverNow().Sub(time.Unix(wm, 0)).Seconds()
+			if wm := m.watermark.Load(); wm != 0 {
+				return now.Sub(time.Unix(wm, 0)).Seconds()
+			}
+			return now.Sub(live.startFrom).Seconds()
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_throttle_blocked_until_timestamp_seconds", Help: "No call is made before this unix time (Retry-After, a spent quota); 0 when no wait is pending.",
+		}, func() float64 {
+			if t := live.blockedUntil(); !t.IsZero() {
+				return float64(t.Unix())
+			}
+			return 0
 		}),
 	)
 	return m
@@ -165,8 +215,7 @@ func (m *metrics) observeLogin(r plenty.LoginResult) { m.logins.WithLabelValues(
 // observeSweep records one sweep's figures.
 func (m *metrics) observeSweep(st poller.Stats, err error) {
 	m.sweepDuration.Observe(st.Duration.Seconds())
-	m.sweepCalls.Add(float64(st.Calls))
-	m.ordersScanned.Add(float64(st.Orders))
+	// Calls and orders are counted page by page (observeProgress).
 	m.rescans.Add(float64(st.Rescans))
 	m.badEntries.Add(float64(st.BadEntries))
 	for typ, n := range st.Events {
@@ -175,10 +224,39 @@ func (m *metrics) observeSweep(st poller.Stats, err error) {
 	if !st.Watermark.IsZero() {
 		m.watermark.Store(st.Watermark.Unix())
 	}
+	m.sweepGap.Set(st.NextGap.Seconds())
+	if st.BudgetKnown {
+		m.budgetLeft.Set(st.BudgetLeft)
+	}
+	for _, d := range st.LateArrivals {
+		m.lateArrival.Observe(d.Seconds())
+	}
+	if !st.Rewound.IsZero() {
+		m.rewinds.Inc()
+	}
+	m.keysetSlices.Add(float64(st.KeysetSlices))
+	if errors.Is(err, poller.ErrClock) {
+		m.clockProblems.Inc()
+	}
 	if err != nil {
 		m.sweeps.WithLabelValues("error").Inc()
 		return
 	}
 	m.sweeps.WithLabelValues("ok").Inc()
 	m.lastSweepOK.Set(float64(time.Now().Unix()))
+}
+
+// observeProgress moves the figures of a running sweep page by page.
+func (m *metrics) observeProgress(p poller.Progress) {
+	m.sweepCalls.Add(float64(p.NewCalls))
+	m.ordersScanned.Add(float64(p.NewOrders))
+	if !p.Watermark.IsZero() {
+		m.watermark.Store(p.Watermark.Unix())
+	}
+	if !p.Position.IsZero() {
+		m.position.Set(float64(p.Position.Unix()))
+	}
+	if p.FirstSync >= 0 {
+		m.firstSync.Set(p.FirstSync)
+	}
 }

@@ -113,6 +113,11 @@ func (d *daemon) serveStateReport(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	if pct := d.firstSyncPct.Load(); pct >= 0 && !rep.FirstSync.Done {
+		// The running sweep's position, finer than the file's watermark
+		// (the same figure as orderwatch_first_sync_progress_ratio).
+		rep.FirstSync.Progress = float64(pct) / 100
+	}
 	writeJSON(w, rep)
 }
 

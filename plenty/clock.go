@@ -1,0 +1,88 @@
+package plenty
+
+import "time"
+
+// Tuning of the server-time estimate.
+const (
+	// clockTolerance is how far a Date header may stray from the estimate
+	// before it is distrusted: Date has whole seconds and the response
+	// takes its time, so a few seconds of slack.
+	clockTolerance = 5 * time.Second
+	// clockAcceptAfter: a new server time that every Date header has
+	// agreed on for this long (monotonic) is accepted (the service's
+	// clock was really set).
+	clockAcceptAfter = time.Minute
+)
+
+// serverClock estimates the service's clock: the last trusted Date, carried
+// forward on the monotonic clock. A Date that jumps against it by more than
+// clockTolerance is distrusted until the new time has held for
+// clockAcceptAfter.
+type serverClock struct {
+	have   bool
+	base   time.Time     // server time at monoAt (a lower bound: Date is truncated)
+	monoAt time.Duration // monotonic reading of base
+
+	suspect      bool          // Date headers disagree with the estimate
+	suspectSince time.Duration // monotonic reading of the first disagreeing Date
+	jump         time.Duration // how far they disagree
+	candBase     time.Time     // the disagreeing clock, as the last such Date said
+	candAt       time.Duration
+}
+
+type clockEventKind int
+
+const (
+	clockOK clockEventKind = iota
+	clockJump
+	clockAccepted
+	clockRecovered
+)
+
+type clockEvent struct {
+	kind clockEventKind
+	jump time.Duration
+}
+
+func (c *serverClock) now(mono time.Duration) (time.Time, bool) {
+	if !c.have {
+		return time.Time{}, false
+	}
+	return c.base.Add(mono - c.monoAt), true
+}
+
+// observe feeds a Date header read at the monotonic reading mono.
+func (c *serverClock) observe(date time.Time, mono time.Duration) clockEvent {
+	if !c.have {
+		c.have, c.base, c.monoAt = true, date, mono
+		return clockEvent{}
+	}
+	pred := c.base.Add(mono - c.monoAt)
+	dev := date.Sub(pred)
+	if dev.Abs() <= clockTolerance {
+		// Both are lower bounds of the true time: keep the larger, so that
+		// the estimate never goes back.
+		if date.After(pred) {
+			c.base, c.monoAt = date, mono
+		} else {
+			c.base, c.monoAt = pred, mono
+		}
+		if c.suspect {
+			c.suspect = false
+			return clockEvent{kind: clockRecovered}
+		}
+		return clockEvent{}
+	}
+	if c.suspect && date.Sub(c.candBase.Add(mono-c.candAt)).Abs() <= clockTolerance {
+		// Agrees with the earlier disagreeing Dates.
+		c.candBase, c.candAt = date, mono
+		if mono-c.suspectSince >= clockAcceptAfter {
+			c.suspect = false
+			c.base, c.monoAt = date, mono
+			return clockEvent{kind: clockAccepted, jump: dev}
+		}
+		return clockEvent{kind: clockOK, jump: dev}
+	}
+	c.suspect, c.suspectSince, c.jump, c.candBase, c.candAt = true, mono, dev, date, mono
+	return clockEvent{kind: clockJump, jump: dev}
+}

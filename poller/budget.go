@@ -1,0 +1,167 @@
+package poller
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/orderwatch/orderwatch/plenty"
+)
+
+// longPeriod is the length of the service's long throttling period (a day).
+const longPeriod = 24 * time.Hour
+
+// budgetBurst is the bucket's size in refill time: a first sync or a
+// catch-up of this many calls' worth runs at the short period's pace and
+// the next sweep still starts on time.
+const budgetBurst = time.Hour
+
+// budgetFloor is the lowest share of the refill rate the sweeps are paced
+// to while the bucket is in debt: the debt is paid back, and the gap stays
+// bounded (at most 1/budgetFloor times a sweep's cost in refill time).
+const budgetFloor = 0.1
+
+// Budget is the sweeps' share of the service's long-period (daily) quota:
+// a token bucket refilled at share x limit a day, holding at most an hour
+// of refill and never more than share x the calls the service says are
+// left. Sweeps spend it; the gap between sweeps is the interval while the
+// bucket is at least half full, and stretches smoothly as it runs low, so
+// that the sweeps' calls over any day stay within share x limit plus the
+// bucket's size. A sweep is never cut short by the budget: a first sync runs
+// at the pace the short-period limits allow, and the debt it leaves is paid
+// back by spacing the following sweeps (never by hours of silence). What is
+// not known (no long-period headers, calls left unreadable) stretches
+// nothing. A Budget is not safe for concurrent use.
+type Budget struct {
+	share float64
+
+	level float64 // tokens; negative = debt
+	at    time.Time
+	limit int // the long period's limit the bucket was sized for; 0 = unknown
+
+	costs []int // calls of the last sweeps
+}
+
+// NewBudget returns an empty budget for share (0 < share <= 1); it fills
+// on the first Throttle that names the long period's limit.
+func NewBudget(share float64) *Budget {
+	if share <= 0 || share > 1 {
+		share = 0.25
+	}
+	return &Budget{share: share}
+}
+
+// rate is the refill in calls per second.
+func (b *Budget) rate() float64 {
+	return b.share * float64(b.limit) / longPeriod.Seconds()
+}
+
+func (b *Budget) capacity() float64 {
+	return b.rate() * budgetBurst.Seconds()
+}
+
+// refill brings the bucket to now under what the service last said.
+func (b *Budget) refill(now time.Time, th plenty.Throttle) {
+	long := th.Long
+	if long.Present && long.Limit > 0 && long.Limit != b.limit {
+		full := b.limit == 0
+		b.limit = long.Limit
+		if full {
+			b.level = b.capacity()
+		}
+	}
+	if b.limit == 0 {
+		b.at = now
+		return
+	}
+	if !b.at.IsZero() && now.After(b.at) {
+		b.level += b.rate() * now.Sub(b.at).Seconds()
+	}
+	b.at = now
+	b.level = min(b.level, b.capacity())
+	if long.Present && long.CallsLeft >= 0 {
+		b.level = min(b.level, b.share*float64(long.CallsLeft))
+	}
+}
+
+// Spend takes a sweep's calls from the bucket.
+func (b *Budget) Spend(now time.Time, calls int, th plenty.Throttle) {
+	b.refill(now, th)
+	if b.limit > 0 {
+		b.level -= float64(calls)
+	}
+	b.costs = append(b.costs, calls)
+	if len(b.costs) > 5 {
+		b.costs = b.costs[1:]
+	}
+}
+
+// Remaining is the bucket's level (calls; negative while in debt), and
+// false when the service has not named its long-period limit.
+func (b *Budget) Remaining(now time.Time, th plenty.Throttle) (float64, bool) {
+	b.refill(now, th)
+	return b.level, b.limit > 0
+}
+
+// cost is what the next sweep is expected to cost: the median of the last
+// five sweeps (one expensive sweep does not count), 1 (a quiet sweep)
+// before three are known.
+func (b *Budget) cost() float64 {
+	if len(b.costs) < 3 {
+		return 1
+	}
+	c := slices.Clone(b.costs)
+	slices.Sort(c)
+	return float64(max(c[len(c)/2], 1))
+}
+
+// Gap returns the time from the start of the sweep just done to the start
+// of the next, and why it is longer than interval ("" when it is not).
+func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) (time.Duration, string) {
+	b.refill(now, th)
+	if b.limit == 0 {
+		return interval, ""
+	}
+	r := b.rate()
+	long := th.Long
+	// What the service says is left bounds the pace too: share x calls left
+	// until the period resets, where that is clearly less than the refill
+	// (other integrations spent the day).
+	rl := -1.0
+	if long.Present && long.CallsLeft >= 0 && long.Decay > 0 {
+		if v := b.share * float64(long.CallsLeft) / long.Decay.Seconds(); v < 0.9*r {
+			rl = v
+		}
+	}
+	if rl == 0 {
+		// Nothing left to share: the pacer keeps its reserve until the
+		// period resets; sweep again when it has.
+		return max(interval, long.Decay), fmt.Sprintf("the service reports %d calls left of the daily quota until it resets in %s", long.CallsLeft, long.Decay.Round(time.Second))
+	}
+	c := b.capacity()
+	allowed := math.Inf(1) // calls per second the sweeps may spend now
+	var why string
+	switch {
+	case b.level >= c/2:
+	case b.level >= 0:
+		// From unbounded at half full to the refill rate when empty.
+		allowed = r * c / (c - 2*b.level)
+		why = fmt.Sprintf("call budget low: %.0f of %.0f calls left", b.level, c)
+	default:
+		allowed = r * max(budgetFloor, 1+b.level/c)
+		why = fmt.Sprintf("call budget in debt by %.0f calls: sweeps spaced to pay it back", math.Ceil(-b.level))
+	}
+	if rl > 0 && rl < allowed {
+		allowed = rl
+		why = fmt.Sprintf("the service reports %d calls left of the daily quota for %s: our share of them paces the sweeps", long.CallsLeft, long.Decay.Round(time.Second))
+	}
+	if math.IsInf(allowed, 1) {
+		return interval, ""
+	}
+	gap := time.Duration(b.cost() / allowed * float64(time.Second))
+	if gap <= interval {
+		return interval, ""
+	}
+	return gap, why
+}

@@ -1,0 +1,170 @@
+package poller_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/poller"
+)
+
+// The real service's default limits.
+const (
+	dailyLimit = 166000
+	shortPace  = 10.0 // calls a second: 200 per 20 s short period
+)
+
+// dayResult is what a simulated day of sweeps did.
+type dayResult struct {
+	calls          int           // all calls of the day
+	maxGap         time.Duration // longest time between two sweeps
+	afterFirst     time.Duration // the gap after the first sweep
+	stretched      int           // sweeps whose gap was longer than the interval
+	reason         string        // one reason given
+	firstSyncTook  time.Duration
+	sweeps         int
+	maxInAnyWindow int // most calls in any 24 h window (the day starts with the first sync)
+}
+
+// simulateDay runs sweeps for 24 h on a fake clock against a service that
+// reports its long period as only we use it: the first sweep costs first
+// calls, every later one cost calls; a sweep takes its calls at the short
+// period's pace.
+func simulateDay(interval time.Duration, share float64, first, cost int) dayResult {
+	start := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	end := start.Add(24 * time.Hour)
+	b := poller.NewBudget(share)
+	used := 0
+	th := func(now time.Time) plenty.Throttle {
+		return plenty.Throttle{Long: plenty.Period{Present: true, Limit: dailyLimit, CallsLeft: max(dailyLimit-used, 0), Decay: end.Sub(now)}}
+	}
+	var r dayResult
+	now := start
+	for i := 0; now.Before(end); i++ {
+		c := cost
+		if i == 0 {
+			c = first
+		}
+		took := time.Duration(float64(c) / shortPace * float64(time.Second))
+		if i == 0 {
+			r.firstSyncTook = took
+		}
+		b.Remaining(now, th(now)) // the sweep starts: the service's view before it
+		used += c
+		r.calls += c
+		done := now.Add(took)
+		b.Spend(done, c, th(done))
+		gap, why := b.Gap(done, interval, th(done))
+		next := now.Add(max(gap, took))
+		if d := next.Sub(now); d > r.maxGap && i > 0 {
+			r.maxGap = d
+		}
+		if i == 0 {
+			r.afterFirst = next.Sub(done)
+		}
+		if gap > interval {
+			r.stretched++
+			r.reason = why
+		}
+		r.sweeps++
+		now = next
+	}
+	r.maxInAnyWindow = r.calls
+	return r
+}
+
+// TestBudgetSimulatedDay proves the daily bound on a fake clock: whatever
+// the sweeps cost, the calls of a day stay within share x limit plus the
+// bucket (an hour of refill), a first sync of 1,000,000 orders runs at the
+// short period's pace and the next sweep starts on time, and no gap grows
+// to hours.
+func TestBudgetSimulatedDay(t *testing.T) {
+	share := 0.25
+	bound := int(share * dailyLimit * 25 / 24) // a day's share + an hour's burst (rounded down)
+	for _, tt := range []struct {
+		name        string
+		interval    time.Duration
+		first, cost int
+		// the gap after the first sweep may not exceed the interval
+		onTime bool
+	}{
+		{"idle, interval 30s", 30 * time.Second, 1, 1, true},
+		{"idle, interval 1s", time.Second, 1, 1, true},
+		{"busy: 5 calls a sweep, interval 1s", time.Second, 5, 5, true},
+		{"busy: 40 calls a sweep, interval 30s", 30 * time.Second, 40, 40, true},
+		{"first sync of 100,000 orders, then idle at 1s", time.Second, 400, 1, true},
+		{"first sync of 1,000,000 orders, then idle at 30s", 30 * time.Second, 4000, 1, true},
+		{"first sync of 1,000,000 orders, then busy at 1s", time.Second, 4000, 3, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := simulateDay(tt.interval, share, tt.first, tt.cost)
+			t.Logf("%d calls in 24 h (bound %d), %d sweeps, %d stretched, longest gap %v, gap after the first sweep %v (it took %v); %s",
+				r.calls, bound, r.sweeps, r.stretched, r.maxGap, r.afterFirst.Round(time.Millisecond), r.firstSyncTook, r.reason)
+			if r.calls > bound {
+				t.Errorf("%d calls in a day: more than share x limit + an hour's burst = %d", r.calls, bound)
+			}
+			if tt.onTime && r.afterFirst > tt.interval {
+				t.Errorf("the sweep after the first started %v after it ended; want within the interval %v", r.afterFirst, tt.interval)
+			}
+			// Never hours of silence: at worst the pace of a tenth of the
+			// refill for the median sweep.
+			if limit := time.Duration(float64(max(tt.cost, 1)) / (0.1 * share * dailyLimit / 86400) * float64(time.Second)); r.maxGap > max(limit, tt.interval)+time.Second {
+				t.Errorf("longest gap %v; want at most %v", r.maxGap, limit)
+			}
+		})
+	}
+}
+
+func TestBudgetGap(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	long := func(left int, decay time.Duration) plenty.Throttle {
+		return plenty.Throttle{Long: plenty.Period{Present: true, Limit: dailyLimit, CallsLeft: left, Decay: decay}}
+	}
+	for _, tt := range []struct {
+		name    string
+		spent   int
+		th      plenty.Throttle
+		atLeast time.Duration
+		atMost  time.Duration
+		reason  string
+	}{
+		{"no headers: nothing is known, nothing stretches", 4000, plenty.Throttle{}, 30 * time.Second, 30 * time.Second, ""},
+		{"calls left unreadable (-1): nothing stretches", 1000, long(-1, 0), 30 * time.Second, 30 * time.Second, ""},
+		{"one expensive sweep with budget left: on time", 800, long(150000, 20*time.Hour), 30 * time.Second, 30 * time.Second, ""},
+		{"others spent the day: 1000 left for 10h, our share paces", 0, long(1000, 10*time.Hour), 140 * time.Second, 150 * time.Second, "calls left"},
+		{"nothing left: sweep again when the period resets", 0, long(0, time.Hour), time.Hour, time.Hour, "calls left"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := poller.NewBudget(0.25)
+			b.Remaining(now, tt.th)
+			b.Spend(now, tt.spent, tt.th)
+			gap, why := b.Gap(now, 30*time.Second, tt.th)
+			if gap < tt.atLeast || gap > tt.atMost || !strings.Contains(why, tt.reason) {
+				t.Errorf("gap %v (%q); want %v..%v, reason with %q", gap, why, tt.atLeast, tt.atMost, tt.reason)
+			}
+		})
+	}
+}
+
+// TestBudgetSlowsSmoothly: as the bucket empties the gap grows step by
+// step, never jumping from the interval to a long silence.
+func TestBudgetSlowsSmoothly(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	th := plenty.Throttle{Long: plenty.Period{Present: true, Limit: dailyLimit, CallsLeft: -1}}
+	b := poller.NewBudget(0.25)
+	b.Remaining(now, th)
+	prev := time.Second
+	for i := range 10000 {
+		b.Spend(now, 1, th)
+		gap, _ := b.Gap(now, time.Second, th)
+		if gap < prev || gap > prev*3/2+time.Second {
+			t.Fatalf("sweep %d: gap %v after %v: want a gap that grows smoothly", i, gap, prev)
+		}
+		prev = gap
+		now = now.Add(gap)
+	}
+	if prev < 2*time.Second || prev > 3*time.Second {
+		t.Errorf("steady gap %v: want one call per refill (0.25 x 166000 a day = one per 2.08 s)", prev)
+	}
+}
