@@ -1103,17 +1103,24 @@ const (
 	defaultRunbookBase = "https://github.com/orderwatch/orderwatch/blob/main/docs/runbook.md"
 )
 
+// renderedIff: an optional object is rendered exactly when it is turned on.
+// It reports whether there is an object to check further.
+func renderedIff[T any](t *testing.T, on bool, v *T, what string) bool {
+	t.Helper()
+	switch {
+	case !on && v != nil:
+		t.Errorf("%s rendered, want it off by default", what)
+	case on && v == nil:
+		t.Fatalf("no %s", what)
+	}
+	return on
+}
+
 func checkDashboard(t *testing.T, c chartCase, m *manifests) {
 	t.Helper()
 	cm := m.configMaps[c.fullname+"-dashboard"]
-	if !c.dashboards {
-		if cm != nil {
-			t.Errorf("dashboard ConfigMap rendered, want it off by default")
-		}
+	if !renderedIff(t, c.dashboards, cm, "dashboard ConfigMap "+c.fullname+"-dashboard") {
 		return
-	}
-	if cm == nil {
-		t.Fatalf("no dashboard ConfigMap %s-dashboard", c.fullname)
 	}
 	for k, v := range c.dashboardLabels {
 		if cm.Labels[k] != v {
@@ -1161,14 +1168,8 @@ func loadAlertsFile(t *testing.T) ruleFile {
 func checkPrometheusRule(t *testing.T, c chartCase, m *manifests) {
 	t.Helper()
 	pr := m.prometheusRules[c.fullname]
-	if !c.prometheusRule {
-		if pr != nil {
-			t.Errorf("PrometheusRule rendered, want it off by default")
-		}
+	if !renderedIff(t, c.prometheusRule, pr, "PrometheusRule "+c.fullname) {
 		return
-	}
-	if pr == nil {
-		t.Fatalf("no PrometheusRule %s", c.fullname)
 	}
 	if pr.Labels["release"] != "kube-prometheus-stack" {
 		t.Errorf("PrometheusRule labels %v lack prometheusRule.labels", pr.Labels)
