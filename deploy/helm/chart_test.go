@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -84,6 +85,20 @@ type chartCase struct {
 	configExact      map[string]string // ConfigMap entries with an exact value
 	configAbsent     []string          // ConfigMap entries that must not be set
 	everyVariableSet bool              // every variable of `watcher help` is set (but plain secrets)
+
+	goMemLimit      bool     // GOMEMLIMIT from the container's memory limit
+	extraVolumes    []string // names of extraVolumes, each mounted in the watcher
+	initContainers  []string // names
+	retentionPolicy appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy
+	testImage       string
+	dashboards      bool
+	dashboardNS     string
+	dashboardLabels map[string]string
+	prometheusRule  bool
+	runbookBase     string
+	ruleLabels      map[string]string // additionalRuleLabels
+	disabledAlerts  []string
+	outboxMax       string
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -118,8 +133,14 @@ var cases = []chartCase{
 			"WATCHER_LOG_FORMAT":       "json",
 			"WATCHER_OUTBOX_MAX":       "100000",
 			"WATCHER_CALL_SHARE":       "0.25",
+			// a stream that does not grow forever: 7 days, 1 GiB
+			"WATCHER_STREAM_MAX_AGE":   "168h",
+			"WATCHER_STREAM_MAX_BYTES": "1073741824",
 		},
-		configAbsent: []string{"WATCHER_NATS_USER", "WATCHER_SOURCE", "WATCHER_SCOPE", "WATCHER_SCOPE_JSON", "WATCHER_WITH"},
+		configAbsent:    []string{"WATCHER_NATS_USER", "WATCHER_SOURCE", "WATCHER_SCOPE", "WATCHER_SCOPE_JSON", "WATCHER_WITH"},
+		goMemLimit:      true,
+		retentionPolicy: appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"},
+		testImage:       "curlimages/curl:8.11.1",
 	},
 	{
 		name:            "full",
@@ -161,6 +182,19 @@ var cases = []chartCase{
 			"WATCHER_BAD_ENTRIES":      "skip",
 		},
 		everyVariableSet: true,
+		goMemLimit:       true,
+		extraVolumes:     []string{"ca-bundle"},
+		initContainers:   []string{"restore-state"},
+		retentionPolicy:  appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Delete", WhenScaled: "Retain"},
+		testImage:        "registry.example/curl@sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210",
+		dashboards:       true,
+		dashboardNS:      "monitoring",
+		dashboardLabels:  map[string]string{"grafana_dashboard": "orderwatch"},
+		prometheusRule:   true,
+		runbookBase:      "https://wiki.example/ops/orderwatch-runbook",
+		ruleLabels:       map[string]string{"team": "fulfilment", "severity": "page"},
+		disabledAlerts:   []string{"OrderwatchClockProblem"},
+		outboxMax:        "1000000",
 	},
 	{
 		name:            "ephemeral",
@@ -182,6 +216,9 @@ var cases = []chartCase{
 			"WATCHER_NATS_USER":  "demo",
 			"WATCHER_STATE_PATH": statePath,
 		},
+		goMemLimit:      true,
+		retentionPolicy: appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"},
+		testImage:       "curlimages/curl:8.11.1",
 	},
 }
 
@@ -216,6 +253,7 @@ type manifests struct {
 	pdbs            map[string]*policyv1.PodDisruptionBudget
 	pods            map[string]*corev1.Pod
 	serviceMonitors map[string]*serviceMonitor
+	prometheusRules map[string]*monitoringv1.PrometheusRule
 	metas           []objectRef
 }
 
@@ -268,6 +306,7 @@ func parseManifests(t *testing.T, out []byte) *manifests {
 		pdbs:            map[string]*policyv1.PodDisruptionBudget{},
 		pods:            map[string]*corev1.Pod{},
 		serviceMonitors: map[string]*serviceMonitor{},
+		prometheusRules: map[string]*monitoringv1.PrometheusRule{},
 	}
 	for i, doc := range docSep.Split(string(out), -1) {
 		j, err := yaml.YAMLToJSONStrict([]byte(doc))
@@ -326,6 +365,12 @@ func parseManifests(t *testing.T, out []byte) *manifests {
 			var v *serviceMonitor
 			if v, derr = decodeInto(m.serviceMonitors, []byte(doc), func(o *serviceMonitor) *metav1.ObjectMeta { return &o.Metadata }); v != nil {
 				meta = &v.Metadata
+			}
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			// The Prometheus Operator's own Go types: an unknown field fails.
+			var v *monitoringv1.PrometheusRule
+			if v, derr = decodeInto(m.prometheusRules, []byte(doc), func(o *monitoringv1.PrometheusRule) *metav1.ObjectMeta { return &o.ObjectMeta }); v != nil {
+				meta = &v.ObjectMeta
 			}
 		default:
 			t.Fatalf("document %d: unexpected kind %q\n%s", i, gvk, doc)
@@ -411,10 +456,12 @@ func TestChart(t *testing.T) {
 			watcher := sts.Spec.Template.Spec.Containers[0]
 			checkSecretFiles(t, c, m, "StatefulSet", &sts.Spec.Template.Spec, watcher)
 			checkTestPod(t, c, m, sts)
-			checkEnvNames(t, c, cm, allowed, sts.Spec.Template.Spec, m.pods[c.fullname+"-check"].Spec)
+			checkEnvNames(t, c, cm, allowed, sts.Spec.Template.Spec, m.pods[c.fullname+"-test"].Spec)
 			checkServices(t, c, m, sts)
 			checkServiceMonitor(t, c, m)
 			checkPDB(t, c, m, sts)
+			checkDashboard(t, c, m)
+			checkPrometheusRule(t, c, m)
 		})
 	}
 }
@@ -453,7 +500,13 @@ func checkObjects(t *testing.T, c chartCase, m *manifests) {
 		"StatefulSet": {c.fullname},
 		"Service":     {c.fullname + "-headless", c.fullname + "-metrics"},
 		"ConfigMap":   {c.fullname},
-		"Pod":         {c.fullname + "-check"},
+		"Pod":         {c.fullname + "-test"},
+	}
+	if c.dashboards {
+		want["ConfigMap"] = append(want["ConfigMap"], c.fullname+"-dashboard")
+	}
+	if c.prometheusRule {
+		want["PrometheusRule"] = []string{c.fullname}
 	}
 	if c.chartSecret {
 		want["Secret"] = []string{c.fullname}
@@ -468,8 +521,12 @@ func checkObjects(t *testing.T, c chartCase, m *manifests) {
 	got := map[string][]string{}
 	for _, o := range m.metas {
 		got[o.kind] = append(got[o.kind], o.meta.Name)
-		if o.meta.Namespace != namespace {
-			t.Errorf("%s %s: namespace %q, want %q", o.kind, o.meta.Name, o.meta.Namespace, namespace)
+		ns := namespace
+		if o.kind == "ConfigMap" && o.meta.Name == c.fullname+"-dashboard" && c.dashboardNS != "" {
+			ns = c.dashboardNS // where Grafana's sidecar looks
+		}
+		if o.meta.Namespace != ns {
+			t.Errorf("%s %s: namespace %q, want %q", o.kind, o.meta.Name, o.meta.Namespace, ns)
 		}
 		if len(o.meta.Name) > 63 {
 			t.Errorf("%s %s: name longer than 63", o.kind, o.meta.Name)
@@ -580,8 +637,18 @@ func checkStatefulSet(t *testing.T, c chartCase, m *manifests) *appsv1.StatefulS
 	if got := pod.TerminationGracePeriodSeconds; got == nil || *got != c.grace {
 		t.Errorf("terminationGracePeriodSeconds %v, want %d", got, c.grace)
 	}
-	if len(pod.Containers) != 1 || len(pod.InitContainers) != 0 {
-		t.Fatalf("want exactly the watcher container, got %d containers, %d init", len(pod.Containers), len(pod.InitContainers))
+	if len(pod.Containers) != 1 {
+		t.Fatalf("want exactly the watcher container, got %d containers", len(pod.Containers))
+	}
+	var inits []string
+	for _, ic := range pod.InitContainers {
+		inits = append(inits, ic.Name)
+	}
+	if !reflect.DeepEqual(inits, c.initContainers) {
+		t.Errorf("init containers %v, want %v", inits, c.initContainers)
+	}
+	if got := s.PersistentVolumeClaimRetentionPolicy; got == nil || *got != c.retentionPolicy {
+		t.Errorf("persistentVolumeClaimRetentionPolicy %s, want %s", js(got), js(c.retentionPolicy))
 	}
 	w := pod.Containers[0]
 	if w.Name != "watcher" {
@@ -623,6 +690,34 @@ func checkStatefulSet(t *testing.T, c chartCase, m *manifests) *appsv1.StatefulS
 	if mt, ok := mounts["/tmp"]; !ok || vols[mt.Name].EmptyDir == nil || mt.ReadOnly {
 		t.Errorf("want a writable emptyDir at /tmp, got %+v", mt)
 	}
+	for _, name := range c.extraVolumes {
+		if _, ok := vols[name]; !ok {
+			t.Errorf("extra volume %s missing", name)
+		}
+		mounted := false
+		for _, mt := range w.VolumeMounts {
+			mounted = mounted || mt.Name == name
+		}
+		if !mounted {
+			t.Errorf("extra volume %s not mounted in the watcher", name)
+		}
+	}
+
+	// GOMEMLIMIT: the memory limit in bytes (no divisor: Go reads a bare number as bytes).
+	var gml *corev1.EnvVar
+	for i, e := range w.Env {
+		if e.Name == "GOMEMLIMIT" {
+			gml = &w.Env[i]
+		}
+	}
+	if c.goMemLimit {
+		want := &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "watcher", Resource: "limits.memory"}}
+		if gml == nil || gml.Value != "" || !reflect.DeepEqual(gml.ValueFrom, want) {
+			t.Errorf("GOMEMLIMIT %s, want from %s", js(gml), js(want))
+		}
+	} else if gml != nil && gml.ValueFrom != nil {
+		t.Errorf("GOMEMLIMIT from %s, want none from the limit", js(gml.ValueFrom))
+	}
 
 	ann := s.Template.Annotations
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(ann["checksum/config"]) {
@@ -652,7 +747,7 @@ func checkPodCommon(t *testing.T, c chartCase, what string, pod corev1.PodSpec, 
 	}
 	// Every Secret is mounted read-only.
 	vols := volumesByName(pod.Volumes)
-	for _, ctr := range pod.Containers {
+	for _, ctr := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
 		for _, mt := range ctr.VolumeMounts {
 			if v, ok := vols[mt.Name]; !ok && !slices.Contains(claims, mt.Name) {
 				t.Errorf("%s: mount of undefined volume %s", what, mt.Name)
@@ -805,9 +900,9 @@ func checkSecretFiles(t *testing.T, c chartCase, m *manifests, what string, pod 
 
 func checkTestPod(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulSet) {
 	t.Helper()
-	p := m.pods[c.fullname+"-check"]
+	p := m.pods[c.fullname+"-test"]
 	if p == nil {
-		t.Fatalf("no helm test pod %s-check", c.fullname)
+		t.Fatalf("no helm test pod %s-test", c.fullname)
 	}
 	if p.Annotations["helm.sh/hook"] != "test" {
 		t.Errorf("test pod: helm.sh/hook %q, want test", p.Annotations["helm.sh/hook"])
@@ -816,37 +911,50 @@ func checkTestPod(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulS
 		t.Errorf("test pod: restartPolicy %q, want Never", p.Spec.RestartPolicy)
 	}
 	checkPodCommon(t, c, "test pod", p.Spec)
-	if len(p.Spec.Containers) != 1 {
-		t.Fatalf("test pod: %d containers, want 1", len(p.Spec.Containers))
+	if len(p.Spec.Containers) != 1 || len(p.Spec.InitContainers) != 0 {
+		t.Fatalf("test pod: %d containers, %d init, want 1", len(p.Spec.Containers), len(p.Spec.InitContainers))
 	}
 	ctr := p.Spec.Containers[0]
-	if !reflect.DeepEqual(ctr.Args, []string{"check"}) || len(ctr.Command) != 0 {
-		t.Errorf("test pod: command %q args %q, want args [check]", ctr.Command, ctr.Args)
+	if ctr.Image != c.testImage {
+		t.Errorf("test pod: image %q, want %q", ctr.Image, c.testImage)
 	}
-	checkContainerCommon(t, c, "test pod", ctr)
-	// The running watcher holds the state file's lock: no claim, no state mount.
-	for _, v := range p.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil || v.Name == "state" || v.Ephemeral != nil {
-			t.Errorf("test pod mounts the state (%s)", v.Name)
+	if !reflect.DeepEqual(ctr.SecurityContext, wantContainerSecurity) {
+		t.Errorf("test pod: container securityContext\n got %s\nwant %s", js(ctr.SecurityContext), js(wantContainerSecurity))
+	}
+	if ctr.Resources.Limits.Memory().IsZero() {
+		t.Errorf("test pod: no memory limit")
+	}
+	// It never logs in: no watcher (check would log in), no configuration,
+	// no Secret, no state; only HTTP to the running release.
+	if len(p.Spec.Volumes) != 0 || len(ctr.VolumeMounts) != 0 || len(ctr.EnvFrom) != 0 {
+		t.Errorf("test pod: volumes %s mounts %s envFrom %s, want none (no Secret, no state, no config)",
+			js(p.Spec.Volumes), js(ctr.VolumeMounts), js(ctr.EnvFrom))
+	}
+	for _, e := range ctr.Env {
+		if strings.HasPrefix(e.Name, "WATCHER_") || e.ValueFrom != nil {
+			t.Errorf("test pod: env %s, want no watcher configuration", js(e))
 		}
 	}
-	for _, mt := range ctr.VolumeMounts {
-		if mt.MountPath == stateDir || strings.HasPrefix(mt.MountPath, stateDir+"/") {
-			t.Errorf("test pod mounts %s at %s", mt.Name, mt.MountPath)
+	if ctr.Image == c.image || slices.Contains(ctr.Args, "check") {
+		t.Errorf("test pod runs the watcher (%s %v): watcher check would log in", ctr.Image, ctr.Args)
+	}
+	script := strings.Join(append(slices.Clone(ctr.Command), ctr.Args...), " ")
+	url := fmt.Sprintf("http://%s-metrics.%s.svc:%d", c.fullname, namespace, c.httpPort)
+	env := map[string]string{}
+	for _, e := range ctr.Env {
+		env[e.Name] = e.Value
+	}
+	if env["ORDERWATCH_URL"] != url {
+		t.Errorf("test pod: ORDERWATCH_URL %q, want the metrics Service %q", env["ORDERWATCH_URL"], url)
+	}
+	if m.services[c.fullname+"-metrics"] == nil {
+		t.Errorf("test pod: no Service %s-metrics to reach", c.fullname)
+	}
+	for _, want := range []string{`"$base/readyz"`, `"$base/metrics"`, "*\"HTTP 200\")", "orderwatch_nats_connected 1", "orderwatch_state_writable 1", `exit "$fail"`} {
+		if !strings.Contains(script, want) {
+			t.Errorf("test pod: the script lacks %q:\n%s", want, script)
 		}
 	}
-	// The same configuration and secrets as the watcher.
-	w := sts.Spec.Template.Spec.Containers[0]
-	if !reflect.DeepEqual(ctr.Env, w.Env) {
-		t.Errorf("test pod env differs from the watcher's:\n got %s\nwant %s", js(ctr.Env), js(w.Env))
-	}
-	stsVols := volumesByName(sts.Spec.Template.Spec.Volumes)
-	for _, v := range p.Spec.Volumes {
-		if v.Secret != nil && !reflect.DeepEqual(v, stsVols[v.Name]) {
-			t.Errorf("test pod volume %s differs from the watcher's", v.Name)
-		}
-	}
-	checkSecretFiles(t, c, m, "test pod", &p.Spec, ctr)
 	// The watcher's selectors (StatefulSet, Services, PDB) must not pick it up.
 	if selector(t, sts.Spec.Selector).Matches(labels.Set(p.Labels)) {
 		t.Errorf("the StatefulSet selector matches the test pod's labels %v", p.Labels)
@@ -986,33 +1094,307 @@ func checkPDB(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulSet) 
 	}
 }
 
+// The chart's single copies of the dashboard and the alerting rules, and the
+// runbook the alerts link to.
+const (
+	dashboardFile      = chartDir + "/files/dashboard.json"
+	alertsFile         = chartDir + "/files/alerts.yaml"
+	runbookFile        = "../../docs/runbook.md"
+	defaultRunbookBase = "https://github.com/orderwatch/orderwatch/blob/main/docs/runbook.md"
+)
+
+// renderedIff: an optional object is rendered exactly when it is turned on.
+// It reports whether there is an object to check further.
+func renderedIff[T any](t *testing.T, on bool, v *T, what string) bool {
+	t.Helper()
+	switch {
+	case !on && v != nil:
+		t.Errorf("%s rendered, want it off by default", what)
+	case on && v == nil:
+		t.Fatalf("no %s", what)
+	}
+	return on
+}
+
+func checkDashboard(t *testing.T, c chartCase, m *manifests) {
+	t.Helper()
+	cm := m.configMaps[c.fullname+"-dashboard"]
+	if !renderedIff(t, c.dashboards, cm, "dashboard ConfigMap "+c.fullname+"-dashboard") {
+		return
+	}
+	for k, v := range c.dashboardLabels {
+		if cm.Labels[k] != v {
+			t.Errorf("dashboard ConfigMap: label %s=%q, want %q (Grafana's sidecar selects by it)", k, cm.Labels[k], v)
+		}
+	}
+	file, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.Data) != 1 {
+		t.Errorf("dashboard ConfigMap: %d keys, want one", len(cm.Data))
+	}
+	got := cm.Data["orderwatch.json"]
+	if got != strings.TrimSuffix(string(file), "\n") {
+		t.Errorf("dashboard ConfigMap: orderwatch.json differs from %s (it must be the file as it is)", dashboardFile)
+	}
+	var dash struct {
+		UID    string            `json:"uid"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	if err := json.Unmarshal([]byte(got), &dash); err != nil || dash.UID == "" || len(dash.Panels) == 0 {
+		t.Errorf("dashboard: not a Grafana dashboard (uid %q, %d panels): %v", dash.UID, len(dash.Panels), err)
+	}
+}
+
+// ruleFile is a Prometheus rule file, decoded with the Operator's group type.
+type ruleFile struct {
+	Groups []monitoringv1.RuleGroup `json:"groups"`
+}
+
+func loadAlertsFile(t *testing.T) ruleFile {
+	t.Helper()
+	b, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f ruleFile
+	if err := decodeStrict(b, &f); err != nil {
+		t.Fatalf("%s: %v", alertsFile, err)
+	}
+	return f
+}
+
+func checkPrometheusRule(t *testing.T, c chartCase, m *manifests) {
+	t.Helper()
+	pr := m.prometheusRules[c.fullname]
+	if !renderedIff(t, c.prometheusRule, pr, "PrometheusRule "+c.fullname) {
+		return
+	}
+	if pr.Labels["release"] != "kube-prometheus-stack" {
+		t.Errorf("PrometheusRule labels %v lack prometheusRule.labels", pr.Labels)
+	}
+	// What the chart must make of the file: the same groups and rules, minus
+	// the disabled ones, with the runbook base, the extra labels (an alert's
+	// own labels win) and publish.outboxMax.
+	want := loadAlertsFile(t)
+	var groups []monitoringv1.RuleGroup
+	for _, g := range want.Groups {
+		var rules []monitoringv1.Rule
+		for _, r := range g.Rules {
+			if slices.Contains(c.disabledAlerts, r.Alert) {
+				continue
+			}
+			r.Annotations["runbook_url"] = strings.Replace(r.Annotations["runbook_url"], defaultRunbookBase, c.runbookBase, 1)
+			labels := map[string]string{}
+			for k, v := range c.ruleLabels {
+				labels[k] = v
+			}
+			for k, v := range r.Labels {
+				labels[k] = v
+			}
+			r.Labels = labels
+			if r.Alert == "OrderwatchOutboxFull" {
+				r.Expr = intstr.FromString(strings.Replace(r.Expr.String(), ">= 100000", ">= "+c.outboxMax, 1))
+			}
+			rules = append(rules, r)
+		}
+		g.Rules = rules
+		groups = append(groups, g)
+	}
+	if !reflect.DeepEqual(pr.Spec.Groups, groups) {
+		t.Errorf("PrometheusRule groups differ from %s as the chart should change it:\n got %s\nwant %s", alertsFile, js(pr.Spec.Groups), js(groups))
+	}
+	n := 0
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			n++
+			if slices.Contains(c.disabledAlerts, r.Alert) {
+				t.Errorf("disabled alert %s rendered", r.Alert)
+			}
+			if !strings.HasPrefix(r.Annotations["runbook_url"], c.runbookBase+"#") {
+				t.Errorf("%s: runbook_url %q not under %s", r.Alert, r.Annotations["runbook_url"], c.runbookBase)
+			}
+			if r.Alert == "OrderwatchOutboxFull" && !strings.Contains(r.Expr.String(), ">= "+c.outboxMax) {
+				t.Errorf("OrderwatchOutboxFull: %q does not compare with publish.outboxMax %s", r.Expr.String(), c.outboxMax)
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("PrometheusRule without rules")
+	}
+}
+
+// TestAlertsFile: every rule of files/alerts.yaml is an alert a person can
+// act on: a severity, a summary, a description and a runbook_url whose anchor
+// is a section of docs/runbook.md (and every alert section there has its alert).
+func TestAlertsFile(t *testing.T) {
+	f := loadAlertsFile(t)
+	runbook, err := os.ReadFile(runbookFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// GitHub's anchors of "## Heading": lower case, spaces to dashes.
+	anchors := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^## (.+)$`).FindAllStringSubmatch(string(runbook), -1) {
+		anchors[strings.ReplaceAll(strings.ToLower(strings.TrimSpace(m[1])), " ", "-")] = true
+	}
+	alerts := map[string]bool{} // by anchor
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				t.Errorf("group %s: a recording rule %q; the file holds alerts only", g.Name, r.Record)
+				continue
+			}
+			anchor := strings.ToLower(r.Alert)
+			if alerts[anchor] {
+				t.Errorf("alert %s defined twice", r.Alert)
+			}
+			alerts[anchor] = true
+			if s := r.Labels["severity"]; s != "warning" && s != "critical" {
+				t.Errorf("%s: severity %q, want warning or critical", r.Alert, s)
+			}
+			for _, k := range []string{"summary", "description"} {
+				if r.Annotations[k] == "" {
+					t.Errorf("%s: no %s", r.Alert, k)
+				}
+			}
+			if want := defaultRunbookBase + "#" + anchor; r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			if !anchors[anchor] {
+				t.Errorf("%s: %s has no section \"## %s\"", r.Alert, runbookFile, r.Alert)
+			}
+		}
+	}
+	if len(alerts) < 10 {
+		t.Errorf("%d alerts, want the full set", len(alerts))
+	}
+	for a := range anchors {
+		if strings.HasPrefix(a, "orderwatch") && !alerts[a] {
+			t.Errorf("%s: section %q belongs to no alert", runbookFile, a)
+		}
+	}
+}
+
+// TestValueVariants renders the chart with single values changed and checks
+// what they must do.
+func TestValueVariants(t *testing.T) {
+	needHelm(t)
+	render := func(t *testing.T, set ...string) (*manifests, *appsv1.StatefulSet, corev1.Container) {
+		t.Helper()
+		args := renderArgs("")
+		for _, s := range set {
+			args = append(args, "--set-json", s)
+		}
+		out, err := runHelm(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := parseManifests(t, out)
+		sts := m.statefulSets[release]
+		if sts == nil {
+			t.Fatalf("no StatefulSet")
+		}
+		return m, sts, sts.Spec.Template.Spec.Containers[0]
+	}
+	gomemlimit := func(t *testing.T, ctr corev1.Container) *corev1.EnvVar {
+		var found *corev1.EnvVar
+		for i, e := range ctr.Env {
+			if e.Name == "GOMEMLIMIT" {
+				if found != nil {
+					t.Errorf("GOMEMLIMIT set twice")
+				}
+				found = &ctr.Env[i]
+			}
+		}
+		return found
+	}
+	t.Run("GOMEMLIMIT in extraEnv wins", func(t *testing.T) {
+		_, _, ctr := render(t, `extraEnv=[{"name":"GOMEMLIMIT","value":"200MiB"}]`)
+		if e := gomemlimit(t, ctr); e == nil || e.Value != "200MiB" || e.ValueFrom != nil {
+			t.Errorf("GOMEMLIMIT %s, want 200MiB from extraEnv only", js(e))
+		}
+	})
+	t.Run("no memory limit, no GOMEMLIMIT", func(t *testing.T) {
+		_, _, ctr := render(t, `resources.limits=null`)
+		if e := gomemlimit(t, ctr); e != nil {
+			t.Errorf("GOMEMLIMIT %s without a memory limit (it would be the node's memory)", js(e))
+		}
+	})
+	t.Run("goMemLimit off", func(t *testing.T) {
+		_, _, ctr := render(t, `goMemLimit={"fromMemoryLimit":false}`)
+		if e := gomemlimit(t, ctr); e != nil {
+			t.Errorf("GOMEMLIMIT %s with goMemLimit.fromMemoryLimit=false", js(e))
+		}
+	})
+	t.Run("existingClaim", func(t *testing.T) {
+		_, sts, ctr := render(t, `persistence.existingClaim="orderwatch-state-restored"`)
+		if n := len(sts.Spec.VolumeClaimTemplates); n != 0 {
+			t.Errorf("%d claim templates with existingClaim, want 0", n)
+		}
+		v, ok := volumesByName(sts.Spec.Template.Spec.Volumes)["state"]
+		if !ok || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "orderwatch-state-restored" || v.PersistentVolumeClaim.ReadOnly {
+			t.Errorf("volume state %s, want the claim orderwatch-state-restored, writable", js(v))
+		}
+		if mt, ok := mountsByPath(ctr.VolumeMounts)[stateDir]; !ok || mt.Name != "state" {
+			t.Errorf("state not mounted at %s", stateDir)
+		}
+	})
+	t.Run("every alert but one disabled", func(t *testing.T) {
+		var names []string
+		for _, g := range loadAlertsFile(t).Groups {
+			for _, r := range g.Rules {
+				if r.Alert != "OrderwatchStateNotWritable" {
+					names = append(names, r.Alert)
+				}
+			}
+		}
+		m, _, _ := render(t, `prometheusRule={"enabled":true,"labels":{},"runbookBaseURL":"https://x.example/rb","additionalRuleLabels":{},"disabledAlerts":`+js(names)+`}`)
+		pr := m.prometheusRules[release]
+		if pr == nil || len(pr.Spec.Groups) != 1 || len(pr.Spec.Groups[0].Rules) != 1 || pr.Spec.Groups[0].Rules[0].Alert != "OrderwatchStateNotWritable" {
+			t.Fatalf("PrometheusRule %s, want only OrderwatchStateNotWritable", js(pr))
+		}
+		if got := pr.Spec.Groups[0].Rules[0].Annotations["runbook_url"]; got != "https://x.example/rb#orderwatchstatenotwritable" {
+			t.Errorf("runbook_url %q", got)
+		}
+	})
+}
+
 // TestSchemaRejects: values.schema.json and the chart's own checks refuse
 // what would otherwise deploy a broken watcher (or two).
 func TestSchemaRejects(t *testing.T) {
 	needHelm(t)
 	for _, set := range []string{
-		"replicaCount=2",                              // no such value: one replica, always
-		"plenty.pasword=typo",                         // unknown keys are errors, not ignored
-		"log.format=xml",                              // enum json|text
-		"log.level=trace",                             // enum
-		"sweep.badEntries=drop",                       // enum hold|skip
-		"sweep.pollInterval=30",                       // a number, not a Go duration
-		"sweep.settle=10 s",                           // not a Go duration
-		"sweep.startFrom=yesterday",                   // neither RFC 3339 nor a duration
-		"sweep.callShare=0",                           // (0, 1]
-		"sweep.callShare=1.5",                         // at most 1
-		"sweep.itemsPerPage=0",                        // minimum 1
-		"publish.subjectPrefix=orders.*",              // wildcards
-		"publish.subjectPrefix=orders.",               // empty token
-		"stream.name=A.B",                             // not a stream name
-		"stream.replicas=7",                           // at most 5
-		"http.port=0",                                 // a port
-		"persistence.size=lots",                       // a quantity
-		"shutdown.terminationGracePeriodSeconds=20",   // must exceed the shutdown timeout (20)
-		"shutdown.terminationGracePeriodSeconds=24",   // ... by at least 5 s
-		"existingSecret.name=creds,plenty.password=x", // would be ignored silently
-		"nats.tls.enabled=true",                       // without a secret
-		"podDisruptionBudget.maxUnavailable=2",        // one replica
+		"replicaCount=2",                                        // no such value: one replica, always
+		"plenty.pasword=typo",                                   // unknown keys are errors, not ignored
+		"log.format=xml",                                        // enum json|text
+		"log.level=trace",                                       // enum
+		"sweep.badEntries=drop",                                 // enum hold|skip
+		"sweep.pollInterval=30",                                 // a number, not a Go duration
+		"sweep.settle=10 s",                                     // not a Go duration
+		"sweep.startFrom=yesterday",                             // neither RFC 3339 nor a duration
+		"sweep.callShare=0",                                     // (0, 1]
+		"sweep.callShare=1.5",                                   // at most 1
+		"sweep.itemsPerPage=0",                                  // minimum 1
+		"publish.subjectPrefix=orders.*",                        // wildcards
+		"publish.subjectPrefix=orders.",                         // empty token
+		"stream.name=A.B",                                       // not a stream name
+		"stream.replicas=7",                                     // at most 5
+		"http.port=0",                                           // a port
+		"persistence.size=lots",                                 // a quantity
+		"shutdown.terminationGracePeriodSeconds=20",             // must exceed the shutdown timeout (20)
+		"shutdown.terminationGracePeriodSeconds=24",             // ... by at least 5 s
+		"existingSecret.name=creds,plenty.password=x",           // would be ignored silently
+		"nats.tls.enabled=true",                                 // without a secret
+		"podDisruptionBudget.maxUnavailable=2",                  // one replica
+		"persistence.enabled=false,persistence.existingClaim=x", // the claim would be ignored
+		"persistence.retentionPolicy.whenDeleted=Keep",          // Retain or Delete
+		"extraVolumes[0].name=state,extraVolumes[0].emptyDir.medium=Memory",           // the chart's own volume
+		"prometheusRule.enabled=true,prometheusRule.disabledAlerts[0]=OrderwatchTypo", // no such alert
+		"prometheusRule.runbookBaseURL=wiki/runbook",                                  // not a URL
+		"helmTest.image.digest=latest",                                                // not a digest
+		"dashboards.namespace=Monitoring",                                             // not a namespace name
 	} {
 		t.Run(set, func(t *testing.T) {
 			args := append(renderArgs(""), "--set", set)
@@ -1071,7 +1453,10 @@ func TestNotes(t *testing.T) {
 			"nats sub 'orders.>'",
 			"exec orderwatch-0 -c watcher -- /watcher state",
 			"helm test orderwatch -n orderwatch",
-		}, []string{"WARNING: persistence.enabled=false"}},
+			"logs orderwatch-test",
+			"never\n   logs in to the service",
+			`"first sync in progress: N%"`,
+		}, []string{"WARNING: persistence.enabled=false", "watcher check", "7. Monitoring"}},
 		{"testdata/ephemeral-values.yaml", []string{
 			"WARNING: persistence.enabled=false",
 			"core NATS, at-most-once",
@@ -1081,6 +1466,8 @@ func TestNotes(t *testing.T) {
 			"nats stream info SHOP_ORDERS",
 			"port-forward svc/orderwatch-metrics 8080:http",
 			"ServiceMonitor orderwatch scrapes it every 15s",
+			"ConfigMap orderwatch-dashboard in namespace\n   monitoring (for Grafana's dashboard sidecar)",
+			"PrometheusRule orderwatch; each alert links to its runbook section\n   under https://wiki.example/ops/orderwatch-runbook",
 		}, []string{"WARNING", "NOT CONFIGURED", "JSON"}},
 	} {
 		t.Run(caseName(c.values, "default"), func(t *testing.T) {

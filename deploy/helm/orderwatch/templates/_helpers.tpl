@@ -104,6 +104,15 @@ install, upgrade, template or lint stops here with one clear line.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and .Values.persistence.existingClaim (not .Values.persistence.enabled) }}
+{{- fail "persistence.existingClaim is set but persistence.enabled is false: the chart would ignore the claim and keep the state on an emptyDir" }}
+{{- end }}
+{{- $own := list "state" "tmp" "secret" "nats-creds" "nats-nkey" "nats-tls" }}
+{{- range .Values.extraVolumes }}
+{{- if has .name $own }}
+{{- fail (printf "extraVolumes: the name %q is one of the chart's own volumes (%s)" .name (join ", " $own)) }}
+{{- end }}
+{{- end }}
 {{- with .Values.nats.tls }}
 {{- if and .enabled (not .secretName) }}
 {{- fail "nats.tls.enabled is true but nats.tls.secretName is empty" }}
@@ -244,8 +253,8 @@ the WATCHER_*_FILE paths do not depend on the key names in the Secret.
 {{- end }}
 
 {{/*
-What the watcher container and the test pod's container share: image,
-configuration, secret files, security context and resources.
+The watcher container: image, configuration, secret files, GOMEMLIMIT,
+security context and resources.
 */}}
 {{- define "orderwatch.containerCommon" -}}
 image: {{ include "orderwatch.image" . | quote }}
@@ -255,17 +264,37 @@ envFrom:
       name: {{ include "orderwatch.fullname" . }}
 env:
   {{- include "orderwatch.secretEnv" . | nindent 2 }}
+  {{- if include "orderwatch.goMemLimit" . }}
+  # The memory limit in bytes: the Go GC's soft limit.
+  - name: GOMEMLIMIT
+    valueFrom:
+      resourceFieldRef:
+        containerName: watcher
+        resource: limits.memory
+  {{- end }}
   {{- with .Values.extraEnv }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
-{{- with .Values.securityContext }}
-securityContext:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
+{{- include "orderwatch.securityContext" . }}
 {{- with .Values.resources }}
 resources:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{- define "orderwatch.securityContext" -}}
+{{- with .Values.securityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when GOMEMLIMIT comes from the memory limit: asked for, a limit
+set, and no GOMEMLIMIT in extraEnv (that one wins). */}}
+{{- define "orderwatch.goMemLimit" -}}
+{{- $own := false }}
+{{- range .Values.extraEnv }}{{ if eq .name "GOMEMLIMIT" }}{{ $own = true }}{{ end }}{{ end }}
+{{- if and .Values.goMemLimit.fromMemoryLimit (dig "limits" "memory" "" .Values.resources) (not $own) }}true{{ end }}
 {{- end }}
 
 {{/* Pod-level settings shared by the StatefulSet and the test pod. */}}
