@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -241,6 +243,7 @@ func describeEvent(data []byte) string {
 				StatusID   json.Number `json:"statusId"`
 				LockStatus string      `json:"lockStatus"`
 			} `json:"after"`
+			Labels eventLabels `json:"labels"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(data, &ev); err != nil {
@@ -250,9 +253,9 @@ func describeEvent(data []byte) string {
 	id := fmt.Sprintf("#%d", ev.Data.OrderID)
 	switch strings.TrimPrefix(ev.Type, "order.") {
 	case "created":
-		return fmt.Sprintf("%s created (status %s, %s)", id, a.StatusID, a.LockStatus)
+		return fmt.Sprintf("%s created (status %s, %s)%s", id, a.StatusID, a.LockStatus, ev.Data.Labels)
 	case "discovered":
-		return fmt.Sprintf("%s discovered (status %s, %s)", id, a.StatusID, a.LockStatus)
+		return fmt.Sprintf("%s discovered (status %s, %s)%s", id, a.StatusID, a.LockStatus, ev.Data.Labels)
 	case "status_changed":
 		if b != nil {
 			return fmt.Sprintf("%s status %s -> %s (%s)", id, b.StatusID, a.StatusID, a.LockStatus)
@@ -265,4 +268,33 @@ func describeEvent(data []byte) string {
 		return fmt.Sprintf("%s updated (status %s)", id, a.StatusID)
 	}
 	return fmt.Sprintf("%s %s", id, ev.Type)
+}
+
+// eventLabels is the part of data.labels the demo prints: " [DE, EUR,
+// payment Captured]", empty when the event has no labels.
+type eventLabels struct {
+	Countries map[string]struct {
+		ISO string `json:"iso"`
+	} `json:"countries"`
+	Currencies      map[string]json.RawMessage `json:"currencies"`
+	PaymentStatuses map[string]struct {
+		Name string `json:"name"`
+	} `json:"paymentStatuses"`
+}
+
+func (l eventLabels) String() string {
+	var parts []string
+	for _, c := range l.Countries {
+		parts = append(parts, c.ISO)
+	}
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
+	parts = append(parts, slices.Sorted(maps.Keys(l.Currencies))...)
+	for _, k := range slices.Sorted(maps.Keys(l.PaymentStatuses)) {
+		parts = append(parts, "payment "+l.PaymentStatuses[k].Name)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " [" + strings.Join(parts, ", ") + "]"
 }

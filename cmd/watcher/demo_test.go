@@ -73,3 +73,20 @@ func TestDemoSummaryOnSignal(t *testing.T) {
 		t.Errorf("summary says %s calls and %s logins, want at least a login and a search, one login", m[3], m[4])
 	}
 }
+
+// TestDescribeEventShowsLabels: the demo's line names the labels an event
+// carries (countries, currencies, payment statuses), and nothing when it
+// has none.
+func TestDescribeEventShowsLabels(t *testing.T) {
+	const labelled = `{"type":"order.created","data":{"orderId":7,"before":null,
+		"after":{"statusId":5,"lockStatus":"unlocked"},
+		"labels":{"countries":{"1":{"iso":"DE"},"255":{"iso":"DE","name":"Helgoland","territory":true},"12":{"iso":"GB"}},
+		"currencies":{"EUR":{"code":"EUR","name":"Euro"}},"paymentStatuses":{"3":{"name":"Captured"}}}}}`
+	if got, want := describeEvent([]byte(labelled)), "#7 created (status 5, unlocked) [DE, GB, EUR, payment Captured]"; got != want {
+		t.Errorf("labelled event:\n got %q\nwant %q", got, want)
+	}
+	const plain = `{"type":"order.discovered","data":{"orderId":8,"before":null,"after":{"statusId":5.1,"lockStatus":"locked"}}}`
+	if got, want := describeEvent([]byte(plain)), "#8 discovered (status 5.1, locked)"; got != want {
+		t.Errorf("event without labels:\n got %q\nwant %q", got, want)
+	}
+}
