@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strconv"
@@ -237,20 +238,20 @@ func newCond(f plenty.Filter) (scopeCond, error) {
 func (c *scopeCond) match(id int64, s *State) bool {
 	dec, n, text, at := c.field.get(id, s)
 	var present bool
-	var cmp func(i int) int
+	var compare func(i int) int
 	switch c.field.kind {
 	case kindDecimal:
 		present = !dec.IsZero()
-		cmp = func(i int) int { return dec.Cmp(c.decs[i]) }
+		compare = func(i int) int { return dec.Cmp(c.decs[i]) }
 	case kindInt:
 		present = n != 0
-		cmp = func(i int) int { return compareInt(n, c.ints[i]) }
+		compare = func(i int) int { return cmp.Compare(n, c.ints[i]) }
 	case kindTime:
 		present = !at.IsZero()
-		cmp = func(i int) int { return at.Compare(c.times[i].Time) }
+		compare = func(i int) int { return at.Compare(c.times[i].Time) }
 	default:
 		present = text != ""
-		cmp = func(i int) int { return strings.Compare(text, c.texts[i]) }
+		compare = func(i int) int { return strings.Compare(text, c.texts[i]) }
 	}
 	switch {
 	case c.f.Op == plenty.OpNull:
@@ -262,40 +263,30 @@ func (c *scopeCond) match(id int64, s *State) bool {
 	}
 	switch c.f.Op {
 	case plenty.OpEq:
-		return cmp(0) == 0
+		return compare(0) == 0
 	case plenty.OpNot:
-		return cmp(0) != 0
+		return compare(0) != 0
 	case plenty.OpIn, plenty.OpNin:
 		found := false
 		for i := range c.f.Values {
-			if cmp(i) == 0 {
+			if compare(i) == 0 {
 				found = true
 				break
 			}
 		}
 		return found == (c.f.Op == plenty.OpIn)
 	case plenty.OpLt:
-		return cmp(0) < 0
+		return compare(0) < 0
 	case plenty.OpLte:
-		return cmp(0) <= 0
+		return compare(0) <= 0
 	case plenty.OpGt:
-		return cmp(0) > 0
+		return compare(0) > 0
 	case plenty.OpGte:
-		return cmp(0) >= 0
+		return compare(0) >= 0
 	case plenty.OpBetween:
-		return cmp(0) >= 0 && cmp(1) <= 0
+		return compare(0) >= 0 && compare(1) <= 0
 	}
 	return false
-}
-
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ScopeSplit is a scope divided between the service and orderwatch. The

@@ -2,6 +2,7 @@ package plentysim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -362,7 +363,7 @@ func (c *Condition) matchInt(v int64, present bool) bool {
 	if r, done := c.presence(present); done {
 		return r
 	}
-	return eval(c.op, len(c.ints), func(i int) int { return cmpInt(v, c.ints[i]) })
+	return eval(c.op, len(c.ints), func(i int) int { return cmp.Compare(v, c.ints[i]) })
 }
 
 // matchInts matches a multi-valued field (the items of an order): a positive
@@ -381,7 +382,7 @@ func (c *Condition) matchInts(vs []int64) bool {
 	}
 	any := false
 	for _, v := range vs {
-		if eval(positive, len(c.ints), func(i int) int { return cmpInt(v, c.ints[i]) }) {
+		if eval(positive, len(c.ints), func(i int) int { return cmp.Compare(v, c.ints[i]) }) {
 			any = true
 			break
 		}
@@ -410,16 +411,6 @@ func (c *Condition) matchTime(t time.Time) bool {
 // isNullTime reports whether a timestamp counts as absent: the zero time or
 // the PHP zero date (year -1 or 0).
 func isNullTime(t time.Time) bool { return t.IsZero() || t.Year() <= 0 }
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // eval applies a comparison operator; cmp(i) compares the field value with
 // operand i.

@@ -1,6 +1,7 @@
 package plentysim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -162,7 +163,7 @@ func (s *Server) insertLocked(o Order) {
 		s.index[o.ID] = n
 		return
 	}
-	i, _ := slices.BinarySearchFunc(s.orders, o.ID, func(e Order, id int64) int { return cmpInt(e.ID, id) })
+	i, _ := slices.BinarySearchFunc(s.orders, o.ID, func(e Order, id int64) int { return cmp.Compare(e.ID, id) })
 	s.orders = slices.Insert(s.orders, i, o)
 	for j := i; j < len(s.orders); j++ {
 		s.index[s.orders[j].ID] = j
