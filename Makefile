@@ -60,6 +60,6 @@ soak:
 	$(GO) test -run 'TestSoak' -v -timeout 60m ./cmd/watcher -args -soak=30m
 
 # Detection latency at 1, 5 and 20 changes/s and a first sync of 100,000
-# orders, real binary, the service's default limits (about 8 minutes).
+# orders, real binary, the service's default limits (about 6 minutes).
 freshness:
 	$(GO) test -run 'TestFreshness' -v -timeout 30m ./cmd/watcher -args -freshness
