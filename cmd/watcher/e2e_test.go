@@ -275,16 +275,26 @@ func cleanEnv() []string {
 	return env
 }
 
-func TestDemoPrintsEvents(t *testing.T) {
-	bin := watcherBin(t)
-	cmd := exec.Command(bin, "demo", "-for", "40s", "-rate", "4", "-interval", "1s")
+// startDemo runs `watcher demo` (a 40 s run at 4 changes/s, a sweep a
+// second) and returns its output lines; the demo is stopped with SIGINT
+// when the test ends.
+func startDemo(t *testing.T) <-chan string {
+	t.Helper()
+	cmd := exec.Command(watcherBin(t), "demo", "-for", "40s", "-rate", "4", "-interval", "1s")
 	cmd.Env = cleanEnv()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
-	lines := make(chan string)
+	lines := make(chan string, 64)
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		go func() { // keep reading, so the demo never blocks on its output
+			for range lines {
+			}
+		}()
+		cmd.Wait()
+	})
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -292,6 +302,11 @@ func TestDemoPrintsEvents(t *testing.T) {
 		}
 		close(lines)
 	}()
+	return lines
+}
+
+func TestDemoPrintsEvents(t *testing.T) {
+	lines := startDemo(t)
 	deadline := time.After(30 * time.Second)
 	var head []string
 	for {
@@ -305,7 +320,6 @@ func TestDemoPrintsEvents(t *testing.T) {
 				if !strings.Contains(strings.Join(head, "\n"), "nats --server") {
 					t.Error("the demo's first lines must say how to watch with the nats CLI")
 				}
-				cmd.Process.Signal(syscall.SIGINT)
 				return
 			}
 		case <-deadline:

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http/httptest"
@@ -108,23 +107,12 @@ func TestEndToEndLabels(t *testing.T) {
 // events a newcomer watches on the stream name countries, currencies and
 // payment statuses.
 func TestDemoEventsCarryLabels(t *testing.T) {
-	bin := watcherBin(t)
-	cmd := exec.Command(bin, "demo", "-for", "40s", "-rate", "4", "-interval", "1s")
-	cmd.Env = cleanEnv()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGINT)
-		cmd.Wait()
-	}()
+	lines := startDemo(t)
 	natsURL := make(chan string, 1)
 	go func() {
 		re := regexp.MustCompile(`NATS\s+(nats://\S+)`)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+		for l := range lines {
+			if m := re.FindStringSubmatch(l); m != nil {
 				select {
 				case natsURL <- m[1]:
 				default:
