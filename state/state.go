@@ -14,6 +14,11 @@
 //	        last_sweep, token
 //	orders  8-byte big-endian order id -> compact state (codec.go)
 //	outbox  8-byte big-endian sequence -> event (id, subject, payload)
+//	records name -> a component's JSON record that must survive a restart
+//	        (records.go: call budget, pending waits, sessions, clock
+//	        evidence, timings)
+//	quarantine 8-byte big-endian order id -> why the order's entry could
+//	        not be decoded (schema version 2)
 package state
 
 import (
@@ -41,15 +46,17 @@ import (
 
 // SchemaVersion is the layout version this binary writes. Older files are
 // migrated on Open (see migrations); newer files are refused.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // magic identifies a state file of orderwatch.
 const magic = "orderwatch.state"
 
 var (
-	bucketMeta   = []byte("meta")
-	bucketOrders = []byte("orders")
-	bucketOutbox = []byte("outbox")
+	bucketMeta       = []byte("meta")
+	bucketOrders     = []byte("orders")
+	bucketOutbox     = []byte("outbox")
+	bucketRecords    = []byte("records")
+	bucketQuarantine = []byte("quarantine")
 
 	keyMagic        = []byte("magic")
 	keySchema       = []byte("schema_version")
@@ -260,6 +267,16 @@ var migrations = map[int]func(tx *bolt.Tx) error{
 		}
 		return nil
 	},
+	// Version 1 -> 2: named records that survive a restart (budget, waits,
+	// sessions, clock evidence) and the quarantine of undecodable orders.
+	1: func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketRecords, bucketQuarantine} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
 }
 
 // prepare recognises, initialises or migrates the file (read-write), or only
@@ -318,8 +335,8 @@ func (s *Store) prepare(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	if tx.Bucket(bucketOrders) == nil || tx.Bucket(bucketOutbox) == nil {
-		return corruptError(s.path, errors.New("orders or outbox bucket missing"))
+	if tx.Bucket(bucketOrders) == nil || tx.Bucket(bucketOutbox) == nil || tx.Bucket(bucketRecords) == nil || tx.Bucket(bucketQuarantine) == nil {
+		return corruptError(s.path, errors.New("orders, outbox, records or quarantine bucket missing"))
 	}
 	return nil
 }
@@ -335,7 +352,7 @@ func initialise(tx *bolt.Tx) error {
 	if err := meta.Put(keySchema, binary.BigEndian.AppendUint64(nil, SchemaVersion)); err != nil {
 		return err
 	}
-	for _, name := range [][]byte{bucketOrders, bucketOutbox} {
+	for _, name := range [][]byte{bucketOrders, bucketOutbox, bucketRecords, bucketQuarantine} {
 		if _, err := tx.CreateBucket(name); err != nil {
 			return err
 		}
@@ -582,6 +599,9 @@ type Commit struct {
 	Watermark    *time.Time    // a verified slice ended here: advance (never moves back)
 	BaselineDone bool          // the baseline sweep is complete (never unset)
 	LastSweep    *time.Time    // a verified sweep ended now
+	// Records are saved in the same transaction (see SaveRecord): what
+	// must be true together with the watermark (e.g. clock evidence).
+	Records []Record
 }
 
 // Commit writes a page in one transaction: all of it or nothing. It fails
@@ -664,7 +684,7 @@ func (s *Store) Commit(c Commit) error {
 				return err
 			}
 		}
-		return nil
+		return putRecords(tx, c.Records)
 	})
 	if err != nil {
 		return fmt.Errorf("commit to state file %s: %w", s.path, err)

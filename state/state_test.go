@@ -113,7 +113,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !m.Watermark.Equal(wm) || !m.Baseline.Equal(base) || !m.BaselineDone || !m.LastSweep.Equal(swept) || m.SchemaVersion != 1 {
+	if !m.Watermark.Equal(wm) || !m.Baseline.Equal(base) || !m.BaselineDone || !m.LastSweep.Equal(swept) || m.SchemaVersion != SchemaVersion {
 		t.Errorf("Meta after reopen = %+v", m)
 	}
 	if _, off := m.Watermark.Zone(); off != 3600 {
@@ -600,7 +600,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 	})
 	for _, ro := range []bool{false, true} {
 		_, err := Open(path, Options{ReadOnly: ro})
-		if !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "schema version 2") {
+		if !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fmt.Sprintf("schema version %d", SchemaVersion+1)) {
 			t.Errorf("read-only %v: err = %v, want ErrSchema naming the file and version", ro, err)
 		}
 	}
@@ -633,7 +633,7 @@ func TestMigrationFromV0(t *testing.T) {
 
 	s := openT(t, path, Options{})
 	m, err := s.Meta()
-	if err != nil || m.SchemaVersion != 1 {
+	if err != nil || m.SchemaVersion != SchemaVersion {
 		t.Fatalf("after migration: %+v, %v", m, err)
 	}
 	if got := lookup(t, s, 7); got[0] == nil || !got[0].Same(old) {
