@@ -12,7 +12,7 @@ import (
 // with= (with=addresses,amounts,payments or with[]=addresses&with[]=...):
 // the shapes real systems send, reduced to the fields that matter here. The
 // service's documents show neither the values with= accepts nor the shapes
-// of the relations; see the README, "What we assumed".
+// of the relations; see docs/how-it-works.md, "What we assumed".
 
 // Address is an address of an order, rendered under "addresses".
 type Address struct {
