@@ -334,3 +334,18 @@ func (c *Client) holdLogin(err error) {
 	defer c.sessMu.Unlock()
 	c.blockLogin(err)
 }
+
+// LoginHeld reports until when the client makes no login, and why (refused
+// credentials, the session limit, lost login answers); a zero time when
+// logins are not held back. It never waits for a login in flight: while one
+// runs it reports nothing held.
+func (c *Client) LoginHeld() (until time.Time, reason error) {
+	if !c.sessMu.TryLock() {
+		return time.Time{}, nil
+	}
+	defer c.sessMu.Unlock()
+	if g := &c.logins; c.now().Before(g.notBefore) {
+		return g.notBefore, g.reason
+	}
+	return time.Time{}, nil
+}

@@ -22,6 +22,9 @@ type ConnConfig struct {
 	TLSCA, TLSCert, TLSKey string        // file paths; TLSCert and TLSKey go together
 	ReconnectWait          time.Duration // base wait between reconnects (jittered by up to half of it); default 2s
 	Logger                 *slog.Logger
+	// OnConnectError, when set, is told the cause of each failed attempt
+	// to (re)connect (the first connect included).
+	OnConnectError func(error)
 }
 
 // Connect dials NATS. It never gives up: reconnects are unlimited and a
@@ -52,6 +55,7 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "nats")
+	var lastConnErr string // callbacks run one at a time (nats.go's async callback queue)
 
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
@@ -61,6 +65,7 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 		nats.ReconnectJitter(cfg.ReconnectWait/2, cfg.ReconnectWait/2),
 		nats.ReconnectBufSize(-1),
 		nats.ConnectHandler(func(nc *nats.Conn) {
+			lastConnErr = ""
 			log.Info("NATS connected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
 		}),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
@@ -71,6 +76,7 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			lastConnErr = ""
 			log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
@@ -78,6 +84,16 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 				log.Warn("NATS connection closed", "err", err)
 			} else {
 				log.Info("NATS connection closed")
+			}
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			// Logged when the cause changes, not on every attempt.
+			if msg := err.Error(); msg != lastConnErr {
+				lastConnErr = msg
+				log.Warn("NATS connect failed; retrying", "url", RedactURL(cfg.URL), "err", err)
+			}
+			if cfg.OnConnectError != nil {
+				cfg.OnConnectError(err)
 			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {

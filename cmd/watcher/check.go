@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,6 +29,9 @@ import (
 // prints a report; exit 0 only when all is well.
 func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	cfg, err := LoadConfig()
+	for _, l := range unknownVarsText() {
+		fmt.Fprintln(stdout, "WARN", l)
+	}
 	if err != nil {
 		fmt.Fprintln(stdout, "FAIL configuration:", err)
 		return exitConfig
@@ -50,24 +55,29 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 	switch {
 	case errors.Is(err, state.ErrLocked):
 		checkRunning(ctx, cfg, stdout, report)
+		fmt.Fprintln(stdout, "WARN password not tried: a watcher runs on this state file, and a login of check's own would open a second session")
 	case err != nil:
-		report(stateOpenError(err), "", "state file (no login without a place to keep the session)")
+		report(stateOpenError(cfg.StatePath, err), "", "state file (no login without a place to keep the session)")
 	default:
-		checkService(ctx, cfg, scope, store, report)
+		checkService(ctx, cfg, scope, store, stdout, report)
 		if err := store.Close(); err != nil {
 			report(err, "", "state file")
 		}
 	}
 
+	var natsErr lastErr
 	nc, err := publisher.Connect(publisher.ConnConfig{
 		URL: cfg.NATSURL, Name: "orderwatch-check", User: cfg.NATSUser, Password: cfg.NATSPassword, Token: cfg.NATSToken,
 		CredsFile: cfg.NATSCreds, NKeyFile: cfg.NATSNKey, TLSCA: cfg.NATSTLSCA, TLSCert: cfg.NATSTLSCert, TLSKey: cfg.NATSTLSKey,
+		OnConnectError: natsErr.set,
 	})
 	if err == nil {
 		defer nc.Close()
-		err = waitConnected(ctx, nc.IsConnected, 10*time.Second)
+		if err = waitConnected(ctx, nc.IsConnected, 10*time.Second); err != nil && natsErr.get() != "" {
+			err = fmt.Errorf("%w: %s", err, natsErr.get())
+		}
 	}
-	report(err, "connected to NATS at "+publisher.RedactURL(cfg.NATSURL), "NATS")
+	report(err, "connected to NATS at "+publisher.RedactURL(cfg.NATSURL), "NATS at "+publisher.RedactURL(cfg.NATSURL))
 	if err == nil {
 		if cfg.Stream == "" {
 			fmt.Fprintln(stdout, "WARN WATCHER_STREAM is empty: core NATS mode, at most once (a subscriber that is not connected misses events)")
@@ -119,7 +129,7 @@ func writeScope(w io.Writer, sp diff.ScopeSplit) {
 // checkService logs in with the session kept in the state file (a new login
 // only when it holds no live one; the new session is stored there for
 // `watcher run`) and searches once.
-func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store *state.Store, report func(error, string, string)) {
+func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store *state.Store, stdout io.Writer, report func(error, string, string)) {
 	report(nil, "state file "+cfg.StatePath+" (no watcher running on it)", "")
 	before, _ := store.LoadToken(ctx)
 	client, err := plenty.New(plenty.Config{
@@ -134,13 +144,21 @@ func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store
 	}
 	err = client.Login(ctx)
 	after, _ := store.LoadToken(ctx)
-	okText := "logged in to " + cfg.PlentyURL + "; the session is kept in the state file for `watcher run`"
-	if before != (plenty.Token{}) && before.AccessToken == after.AccessToken {
+	okText := "logged in to " + cfg.PlentyURL + " as " + cfg.PlentyUsername + "; the session is kept in the state file for `watcher run`"
+	reused := before != (plenty.Token{}) && before.AccessToken == after.AccessToken
+	if reused {
 		okText = "session stored in the state file is live: reused it, no login"
 	}
 	report(err, okText, "login")
 	if err != nil {
 		return
+	}
+	if reused {
+		// The service checks a password only by opening a session; a second
+		// one beside the stored session would count against the shop's
+		// limit for the token's lifetime.
+		fmt.Fprintf(stdout, "WARN password not tried: the stored session (from an earlier login, valid until %s) was used; the service checks credentials only by opening a session, so WATCHER_PLENTY_USERNAME/PASSWORD are first used when it ends and `watcher run` logs in (to try them now: check with an empty WATCHER_STATE_PATH, which opens one more session)\n",
+			after.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	p, err := client.SearchOrders(ctx, plenty.Query{Filters: scope.Sent, Complex: scope.SentGroup, ItemsPerPage: 1})
 	if err != nil {
@@ -189,12 +207,37 @@ func checkRunning(ctx context.Context, cfg *Config, stdout io.Writer, report fun
 
 // stateOpenError adds what to do to an error opening the state file when
 // its path cannot be used (the default, /var/lib/orderwatch/state.db, is the
-// container's volume and rarely exists elsewhere).
-func stateOpenError(err error) error {
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, state.ErrNotWritable) {
-		return fmt.Errorf("%w (set WATCHER_STATE_PATH to a file in a writable directory, e.g. WATCHER_STATE_PATH=./orderwatch-state.db outside a container)", err)
+// container's volume and rarely exists elsewhere). When the file exists, it
+// says what the file holds: pointing WATCHER_STATE_PATH elsewhere would
+// leave that behind and start a new first sync.
+func stateOpenError(path string, err error) error {
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, state.ErrNotWritable) {
+		return err
 	}
-	return err
+	if fi, statErr := os.Stat(path); statErr == nil && fi.Mode().IsRegular() {
+		return fmt.Errorf("%w; %s exists and holds %s: make it writable for the watcher rather than setting WATCHER_STATE_PATH to another file, which starts over with a new first sync (orders changed since its watermark are recorded silently, not published), a new login, and leaves any events still in its outbox unpublished",
+			err, path, stateFileContents(path, fi.Size()))
+	}
+	return fmt.Errorf("%w (set WATCHER_STATE_PATH to a file in a writable directory, e.g. WATCHER_STATE_PATH=./orderwatch-state.db outside a container; a new state file starts with a first sync)", err)
+}
+
+// stateFileContents describes what an existing state file holds, as far as
+// it can be read without writing.
+func stateFileContents(path string, size int64) string {
+	s, err := state.Open(path, state.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		return fmt.Sprintf("%d bytes (unreadable here: %v)", size, err)
+	}
+	defer s.Close()
+	st, err := s.Stats()
+	if err != nil {
+		return fmt.Sprintf("%d bytes (unreadable here: %v)", size, err)
+	}
+	wm := "none yet"
+	if !st.Watermark.IsZero() {
+		wm = st.Watermark.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("this watcher's progress (watermark %s, %d orders tracked, %d events not yet published, the session)", wm, st.Orders, st.OutboxDepth)
 }
 
 func waitConnected(ctx context.Context, connected func() bool, limit time.Duration) error {
@@ -210,6 +253,21 @@ func waitConnected(ctx context.Context, connected func() bool, limit time.Durati
 		}
 	}
 	return nil
+}
+
+// lastErr keeps the text of the latest error a callback reported.
+type lastErr struct{ p atomic.Pointer[string] }
+
+func (l *lastErr) set(err error) {
+	msg := err.Error()
+	l.p.Store(&msg)
+}
+
+func (l *lastErr) get() string {
+	if msg := l.p.Load(); msg != nil {
+		return *msg
+	}
+	return ""
 }
 
 // emptyOutbox lets check use the publisher's stream verification.

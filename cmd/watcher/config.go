@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -120,18 +122,109 @@ func configErr(format string, args ...any) error {
 // LoadConfig reads the configuration from the process environment and
 // checks it. Every error names the variable.
 func LoadConfig() (*Config, error) {
-	var c Config
-	if err := envconfig.Process(envPrefix, &c); err != nil {
-		var pe *envconfig.ParseError
-		if errors.As(err, &pe) {
-			return nil, configErr("%s_%s=%q: %v", envPrefix, pe.KeyName, pe.Value, pe.Err)
-		}
-		return nil, configErr("%v", err)
+	c, err := envConfig()
+	if err != nil {
+		return nil, err
 	}
 	if err := c.readFiles(); err != nil {
 		return nil, err
 	}
-	return &c, c.validate()
+	return c, c.validate()
+}
+
+// envConfig reads the configuration from the environment without checking
+// it (`watcher state` needs only the state path and the HTTP address, not
+// the service's credentials). A value that does not parse is an error
+// naming the variable.
+func envConfig() (*Config, error) {
+	var c Config
+	if err := envconfig.Process(envPrefix, &c); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			// KeyName is the whole variable name, prefix included.
+			return nil, configErr("%s=%q: %v", pe.KeyName, pe.Value, pe.Err)
+		}
+		return nil, configErr("%v", err)
+	}
+	return &c, nil
+}
+
+// knownVars lists every variable the configuration reads (WATCHER_...).
+func knownVars() []string {
+	t := reflect.TypeFor[Config]()
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		if key := t.Field(i).Tag.Get("envconfig"); key != "" {
+			names = append(names, envPrefix+"_"+key)
+		}
+	}
+	return names
+}
+
+// unknownVar is a WATCHER_* variable the configuration does not read, and
+// the known variable closest to it.
+type unknownVar struct{ name, closest string }
+
+// unknownVars finds the WATCHER_* variables of environ (os.Environ's form)
+// that the configuration does not know: a misspelt variable is otherwise
+// silently ignored. Only names are looked at, never values (secrets).
+func unknownVars(environ []string) []unknownVar {
+	known := knownVars()
+	var out []unknownVar
+	for _, name := range setVars(environ) {
+		if slices.Contains(known, name) {
+			continue
+		}
+		closest := slices.MinFunc(known, func(a, b string) int {
+			return editDistance(name, a) - editDistance(name, b)
+		})
+		out = append(out, unknownVar{name: name, closest: closest})
+	}
+	return out
+}
+
+// setVars lists the WATCHER_* variables set in environ (os.Environ's form),
+// sorted; names only.
+func setVars(environ []string) []string {
+	var names []string
+	for _, kv := range environ {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix+"_") {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// unknownVarsText says what is wrong with each unknown variable of the
+// process environment, one line each.
+func unknownVarsText() []string {
+	var lines []string
+	for _, u := range unknownVars(os.Environ()) {
+		lines = append(lines, fmt.Sprintf("%s is not a variable the watcher knows (ignored); the closest known one is %s", u.name, u.closest))
+	}
+	return lines
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // readFiles resolves the _FILE variants of secrets (Kubernetes Secrets mounted as files).
@@ -202,6 +295,9 @@ func (c *Config) validate() error {
 	if c.BadEntries != string(poller.BadEntryHold) && c.BadEntries != string(poller.BadEntrySkip) {
 		return configErr("%s_BAD_ENTRIES=%q: want hold or skip", envPrefix, c.BadEntries)
 	}
+	if err := validAddr(c.HTTPAddr); err != nil {
+		return configErr("%s_HTTP_ADDR=%q: %v", envPrefix, c.HTTPAddr, err)
+	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return configErr("%s_LOG_FORMAT=%q: want json or text", envPrefix, c.LogFormat)
 	}
@@ -210,6 +306,19 @@ func (c *Config) validate() error {
 	}
 	if _, err := c.scope(); err != nil {
 		return err
+	}
+	return nil
+}
+
+// validAddr checks a listen address: [host]:port, the port a number up to
+// 65535 or a service name.
+func validAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port or :port (%v)", err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("bad port %q", port)
 	}
 	return nil
 }

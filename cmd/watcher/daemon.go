@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,8 @@ type daemon struct {
 	lastSlice            atomic.Int64 // unix nanos of the last verified slice (first-sync progress)
 	firstSyncPct         atomic.Int64 // percent of the first sync verified
 	clockProblem         atomic.Value // string: the last sweep's clock problem, "" when none
+	natsErr              lastErr      // why the last attempt to (re)connect to NATS failed
+	shareInertWarned     atomic.Bool  // the CALL_SHARE-inert warning was logged
 }
 
 // newDaemon opens the state file, builds the client, poller and publisher
@@ -56,7 +59,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	}()
 	d.store, err = state.Open(cfg.StatePath, state.Options{Timeout: 2 * time.Second, OutboxMax: cfg.OutboxMax, OnWritable: d.onWritable})
 	if err != nil {
-		return nil, stateOpenError(err)
+		return nil, stateOpenError(cfg.StatePath, err)
 	}
 	d.gap.Store(int64(cfg.PollInterval))
 
@@ -85,10 +88,10 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	d.nc, err = publisher.Connect(publisher.ConnConfig{
 		URL: cfg.NATSURL, Name: "orderwatch", User: cfg.NATSUser, Password: cfg.NATSPassword, Token: cfg.NATSToken,
 		CredsFile: cfg.NATSCreds, NKeyFile: cfg.NATSNKey, TLSCA: cfg.NATSTLSCA, TLSCert: cfg.NATSTLSCert, TLSKey: cfg.NATSTLSKey,
-		Logger: log,
+		Logger: log, OnConnectError: d.natsErr.set,
 	})
 	if err != nil {
-		return nil, configErr("NATS: %v", err)
+		return nil, configErr("NATS at %s: %v", publisher.RedactURL(cfg.NATSURL), err)
 	}
 	d.pub, err = publisher.New(d.nc, d.store, publisher.Config{
 		Stream: cfg.Stream, CreateStream: cfg.StreamCreate, SubjectPrefix: cfg.SubjectPrefix,
@@ -140,7 +143,9 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	}
 	d.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s (WATCHER_HTTP_ADDR): %w", cfg.HTTPAddr, err)
+		// The address is configuration (a port taken by another program is
+		// fixed there too): exit 2, like every configuration error.
+		return nil, configErr("listen on %s (WATCHER_HTTP_ADDR): %v", cfg.HTTPAddr, err)
 	}
 	return d, nil
 }
@@ -238,6 +243,18 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 	}
 	d.lastOK.Store(time.Now().UnixNano())
 	d.log.Info("sweep", attrs...)
+	d.warnShareInert()
+}
+
+// warnShareInert says once, after the first verified sweep, when the
+// service's answers carry no long-period throttle headers: the call budget
+// (WATCHER_CALL_SHARE) is sized from them and is inert without them.
+func (d *daemon) warnShareInert() {
+	if d.client.Throttle().Long.Present || !d.shareInertWarned.CompareAndSwap(false, true) {
+		return
+	}
+	d.log.Warn("the service's answers carry no long-period throttle headers ("+plenty.PrefixLong+"-*): WATCHER_CALL_SHARE has no effect, the sweeps run every WATCHER_POLL_INTERVAL and only the pacer's reserve of the short period limits the calls",
+		"call_share", d.cfg.CallShare, "interval", d.cfg.PollInterval.String())
 }
 
 // onProgress is the poller's page-by-page report.
@@ -288,15 +305,18 @@ func (d *daemon) ready() (bool, string) {
 	case last == 0 && firstSync >= 0 && firstSync < 100:
 		since := time.Since(time.Unix(0, d.lastSlice.Load()))
 		if slice := d.lastSlice.Load(); slice == 0 || since > max(window, 2*time.Minute) {
-			return false, fmt.Sprintf("first sync stalled at %d%%: no progress for %s", firstSync, since.Round(time.Second))
+			return false, cmp.Or(d.loginHeldText(), fmt.Sprintf("first sync stalled at %d%%: no progress for %s", firstSync, since.Round(time.Second)))
 		}
 	case last == 0:
-		return false, "no verified sweep yet"
+		return false, cmp.Or(d.loginHeldText(), "no verified sweep yet")
 	case time.Since(time.Unix(0, last)) > window:
-		return false, fmt.Sprintf("no verified sweep for %s", time.Since(time.Unix(0, last)).Round(time.Second))
+		return false, cmp.Or(d.loginHeldText(), fmt.Sprintf("no verified sweep for %s", time.Since(time.Unix(0, last)).Round(time.Second)))
 	}
 	switch {
 	case d.pub.Ready() != nil:
+		if cause := d.natsErr.get(); cause != "" && !d.nc.IsConnected() {
+			return false, fmt.Sprintf("%v (%s: %s)", d.pub.Ready(), publisher.RedactURL(d.cfg.NATSURL), cause)
+		}
 		return false, d.pub.Ready().Error()
 	case d.cfg.OutboxMax > 0 && d.store.OutboxDepth() >= d.cfg.OutboxMax:
 		return false, "outbox full"
@@ -304,6 +324,20 @@ func (d *daemon) ready() (bool, string) {
 		return true, fmt.Sprintf("first sync in progress: %d%%", firstSync)
 	}
 	return true, "ok"
+}
+
+// loginHeldText says why the sweeps cannot log in ("login refused until T
+// (reason)" after refused credentials), "" when logins are not held back.
+func (d *daemon) loginHeldText() string {
+	until, why := d.client.LoginHeld()
+	if until.IsZero() {
+		return ""
+	}
+	what := "login held back"
+	if errors.Is(why, plenty.ErrInvalidCredentials) || errors.Is(why, plenty.ErrUnauthorized) {
+		what = "login refused"
+	}
+	return fmt.Sprintf("%s until %s (%v)", what, until.UTC().Format(time.RFC3339), why)
 }
 
 func (d *daemon) handler() http.Handler {

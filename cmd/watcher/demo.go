@@ -27,14 +27,16 @@ import (
 // as one line. Nothing leaves the machine.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	orders := fs.Int("orders", 300, "orders in the simulated shop")
 	rate := fs.Float64("rate", 1, "order changes per second")
 	interval := fs.Duration("interval", 2*time.Second, "poll interval")
 	runFor := fs.Duration("for", 0, "stop after this long (0 = until Ctrl-C)")
 	verbose := fs.Bool("v", false, "show the watcher's log (one line per sweep)")
-	if err := fs.Parse(args); err != nil {
-		return exitConfig
+	if code, ok := parseArgs(fs, args, 0, stdout, stderr); !ok {
+		return code
+	}
+	if set := setVars(os.Environ()); len(set) > 0 {
+		fmt.Fprintf(stderr, "demo: the demo configures itself and ignores %s (its flags: watcher demo -h)\n", strings.Join(set, ", "))
 	}
 	if *runFor > 0 {
 		var cancel context.CancelFunc

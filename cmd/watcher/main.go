@@ -7,10 +7,13 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -53,10 +56,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "orderwatch %s (revision %s, %s)\n", b.version, b.revision, b.goVersion)
 		return exitOK
 	case "run":
+		if code, ok := parseArgs(flag.NewFlagSet("run", flag.ContinueOnError), args, 0, stdout, stderr); !ok {
+			return code
+		}
 		return runWatcher(ctx, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
 	case "check":
+		if code, ok := parseArgs(flag.NewFlagSet("check", flag.ContinueOnError), args, 0, stdout, stderr); !ok {
+			return code
+		}
 		return runCheck(ctx, stdout, stderr)
 	case "state":
 		return runState(ctx, args, stdout, stderr)
@@ -86,6 +95,10 @@ Commands:
                        order ID as JSON. Asks the running watcher when it holds the file.
   version              The version, VCS revision and Go version of this binary.
   help                 This text and the configuration table.
+
+"watcher COMMAND -h" prints the help of one command. Exit status 2 is a
+configuration error (a bad or missing WATCHER_* value, a bad flag), 1 any
+other failure.
 `
 
 func writeHelp(w io.Writer) {
@@ -93,14 +106,110 @@ func writeHelp(w io.Writer) {
 	fmt.Fprintln(w, "\nConfiguration (environment variables):")
 }
 
+// commandText is what commandHelp says about one command: its line with
+// the arguments, then its description.
+func commandText(name string) (usage, desc string) {
+	var lines []string
+	for l := range strings.Lines(commandHelp) {
+		l = strings.TrimRight(l, "\n")
+		switch {
+		case strings.HasPrefix(l, "  "+name+" ") && lines == nil:
+			usage = strings.TrimSpace(l[:min(len(l), 23)])
+			lines = append(lines, strings.TrimSpace(l[min(len(l), 23):]))
+		case lines != nil && strings.HasPrefix(l, strings.Repeat(" ", 23)):
+			lines = append(lines, strings.TrimSpace(l))
+		case lines != nil:
+			return usage, strings.Join(lines, " ")
+		}
+	}
+	return usage, strings.Join(lines, " ")
+}
+
+// parseArgs parses a command's arguments with fl (its flags defined). With
+// -h or --help it prints the command's help on stdout and returns exitOK,
+// false: the command does not run. An unknown flag, or more than maxArgs
+// arguments, prints the help on stderr and returns exitConfig, false.
+func parseArgs(fl *flag.FlagSet, args []string, maxArgs int, stdout, stderr io.Writer) (int, bool) {
+	usage, desc := commandText(fl.Name())
+	help := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: watcher %s\n\n", usage)
+		for _, l := range wrap(desc, 80) {
+			fmt.Fprintln(w, l)
+		}
+		fl.SetOutput(w)
+		if hasFlags(fl) {
+			fmt.Fprintln(w, "\nFlags:")
+			fl.PrintDefaults()
+		}
+		if fl.Name() != "demo" {
+			fmt.Fprintln(w, "\nConfiguration: the WATCHER_* environment variables (\"watcher help\" lists them).")
+		}
+	}
+	fl.SetOutput(io.Discard)
+	fl.Usage = func() {}
+	err := fl.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		help(stdout)
+		return exitOK, false
+	case err != nil:
+		fmt.Fprintf(stderr, "watcher %s: %v\n\n", fl.Name(), err)
+		help(stderr)
+		return exitConfig, false
+	case fl.NArg() > maxArgs:
+		fmt.Fprintf(stderr, "watcher %s: unexpected argument %q\n\n", fl.Name(), fl.Arg(maxArgs))
+		help(stderr)
+		return exitConfig, false
+	}
+	return exitOK, true
+}
+
+func hasFlags(fl *flag.FlagSet) bool {
+	n := 0
+	fl.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// wrap breaks text into lines of at most width bytes at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	var cur string
+	for _, w := range strings.Fields(text) {
+		if cur != "" && len(cur)+1+len(w) > width {
+			lines = append(lines, cur)
+			cur = ""
+		}
+		if cur != "" {
+			cur += " "
+		}
+		cur += w
+	}
+	if cur != "" {
+		lines = append(lines, cur)
+	}
+	return lines
+}
+
+// warnUnknownVars logs one line for each WATCHER_* variable the
+// configuration does not know, naming the closest known one.
+func warnUnknownVars(log *slog.Logger) {
+	for _, u := range unknownVars(os.Environ()) {
+		log.Warn("unknown configuration variable ignored", "var", u.name, "closest_known", u.closest)
+	}
+}
+
 // runWatcher is `watcher run`: the daemon until SIGTERM/SIGINT.
 func runWatcher(ctx context.Context, stderr io.Writer) int {
 	cfg, err := LoadConfig()
 	if err != nil {
+		for _, l := range unknownVarsText() {
+			fmt.Fprintln(stderr, "watcher: warning:", l)
+		}
 		fmt.Fprintln(stderr, "watcher: configuration:", err)
 		return exitConfig
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	warnUnknownVars(log)
 	d, err := newDaemon(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)

@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -149,17 +147,6 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// envConfig reads the configuration without checking it: `watcher state`
-// needs only the state path, the HTTP address and the start point, not the
-// service's credentials.
-func envConfig() (*Config, error) {
-	var c Config
-	if err := envconfig.Process(envPrefix, &c); err != nil {
-		return nil, configErr("%v", err)
-	}
-	return &c, nil
-}
-
 // localURL is the base URL of a watcher listening on addr, seen from this
 // machine (or pod): ":9090" and "0.0.0.0:9090" are reached on loopback.
 func localURL(addr string) string {
@@ -195,28 +182,21 @@ func getLocal(ctx context.Context, base, path string) (int, []byte, error) {
 // asks that watcher over HTTP (WATCHER_HTTP_ADDR).
 func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("state", flag.ContinueOnError)
-	fl.SetOutput(stderr)
 	asJSON := fl.Bool("json", false, "print the report as JSON (the shape of GET /state)")
-	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: watcher state [-json] [ORDER_ID]\n\nWhat the state file (WATCHER_STATE_PATH) holds, or one order's tracked state;\nasks the running watcher at WATCHER_HTTP_ADDR when it holds the file.")
-		fl.PrintDefaults()
-	}
-	if err := fl.Parse(args); err != nil {
-		return exitConfig
+	if code, ok := parseArgs(fl, args, 1, stdout, stderr); !ok {
+		return code
 	}
 	var orderID int64
-	switch fl.NArg() {
-	case 0:
-	case 1:
+	if fl.NArg() == 1 {
 		id, err := parseOrderID(fl.Arg(0))
 		if err != nil {
 			fmt.Fprintln(stderr, "watcher state:", err)
 			return exitConfig
 		}
 		orderID = id
-	default:
-		fl.Usage()
-		return exitConfig
+	}
+	for _, l := range unknownVarsText() {
+		fmt.Fprintln(stderr, "watcher state: warning:", l)
 	}
 	cfg, err := envConfig()
 	if err != nil {
