@@ -312,7 +312,8 @@ func (s *stripLong) Write(b []byte) (int, error) {
 	return s.ResponseWriter.Write(b)
 }
 
-// startDaemonLogged is startDaemon with the daemon's JSON log kept.
+// startDaemonLogged runs `watcher run` in this process until the test
+// ends, and returns its JSON log.
 func (e *sessionEnv) startDaemonLogged(t *testing.T) *lockedBuffer {
 	t.Helper()
 	cfg, err := LoadConfig()

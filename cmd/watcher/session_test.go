@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -69,26 +68,11 @@ func (e *sessionEnv) state(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
-// startDaemon runs `watcher run` in this process until the test ends.
+// startDaemon runs `watcher run` in this process until the test ends (its
+// log kept: startDaemonLogged).
 func (e *sessionEnv) startDaemon(t *testing.T) {
 	t.Helper()
-	cfg, err := LoadConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := newDaemon(cfg, newLogger(io.Discard, "json", "error"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
+	e.startDaemonLogged(t)
 }
 
 // TestCheckSessionReuse: `watcher check` keeps the session it opens in the
