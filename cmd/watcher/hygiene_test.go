@@ -366,3 +366,17 @@ func closedAddr(t *testing.T) string {
 	ln.Close()
 	return addr
 }
+
+// TestDemoSaysItIgnoresEnv: the demo configures itself; WATCHER_* variables
+// in the environment are named as ignored, not silently dropped.
+func TestDemoSaysItIgnoresEnv(t *testing.T) {
+	unsetWatcherEnv(t)
+	t.Setenv("WATCHER_POLL_INTERVAL", "5s")
+	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	if code := run(t.Context(), []string{"demo", "-for", "1s", "-orders", "10"}, out, errOut); code != exitOK {
+		t.Fatalf("demo: exit %d\n%s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "demo: the demo configures itself and ignores WATCHER_POLL_INTERVAL") {
+		t.Errorf("the demo does not say it ignores WATCHER_POLL_INTERVAL:\n%s", errOut.String())
+	}
+}
