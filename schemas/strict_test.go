@@ -232,3 +232,38 @@ func schemaTypes(v any) []string {
 func hasType(types []string, want string) bool {
 	return slices.Contains(types, want) || (want == "number" && slices.Contains(types, "integer"))
 }
+
+// TestAsyncAPIPayloadFormat: every message payload of asyncapi.yaml states
+// the dialect the event schemas are written in (draft 2020-12): under the
+// draft-07 format AsyncAPI names, $ref would replace its siblings and
+// order.created.json would accept any event type (README.md).
+func TestAsyncAPIPayloadFormat(t *testing.T) {
+	b, err := Files.ReadFile("asyncapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Messages map[string]struct {
+				Payload struct {
+					SchemaFormat string         `json:"schemaFormat"`
+					Schema       map[string]any `json:"schema"`
+				} `json:"payload"`
+			} `json:"messages"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Components.Messages) != len(Types) {
+		t.Fatalf("%d messages, want one per event type (%d)", len(doc.Components.Messages), len(Types))
+	}
+	for name, m := range doc.Components.Messages {
+		if f := m.Payload.SchemaFormat; f != "application/schema+json;version=draft-2020-12" {
+			t.Errorf("message %s: schemaFormat %q, want application/schema+json;version=draft-2020-12", name, f)
+		}
+		if m.Payload.Schema["$ref"] == nil {
+			t.Errorf("message %s: payload schema is not a $ref to events/", name)
+		}
+	}
+}
