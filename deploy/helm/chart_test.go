@@ -1587,7 +1587,7 @@ func TestNotes(t *testing.T) {
 			"exec orderwatch-0 -c watcher -- /watcher state",
 			"curl -fsS http://127.0.0.1:9090/state ",
 			"curl -fsS http://127.0.0.1:9090/state/orders/<id>",
-			"NetworkPolicy orderwatch admits only networkPolicy.from",
+			"NetworkPolicy orderwatch admits only networkPolicy.from (the metrics\n   scraper)",
 			"helm test orderwatch -n orderwatch",
 			"logs orderwatch-test",
 			"never\n   logs in to the service",
