@@ -166,9 +166,15 @@ func demoConfig(simURL, natsURL, statePath string, interval time.Duration) *Conf
 		CallShare: 0.25, ItemsPerPage: 250, SlicePages: 4, Keyset: "auto", BadEntries: "hold",
 		// Relations with coded values, so the events show data.labels.
 		With:     []string{"addresses", "amounts", "payments"},
-		HTTPAddr: freeAddr("127.0.0.1:9090"), LogFormat: "text", LogLevel: "warn", ShutdownTimeout: 5 * time.Second,
+		HTTPAddr: freeAddr(demoHTTPAddr), LogFormat: "text", LogLevel: "warn", ShutdownTimeout: 5 * time.Second,
 	}
 }
+
+// demoHTTPAddr is where the demo's watcher serves /metrics, /readyz and
+// /state: not 9090, the port a local Prometheus listens on by default (so a
+// Prometheus on the same machine can scrape the demo), and not 8080 (the
+// simulator's port in the README's real-shop recipe).
+const demoHTTPAddr = "127.0.0.1:9464"
 
 // freeAddr returns addr when it can be listened on, else a random port.
 func freeAddr(addr string) string {

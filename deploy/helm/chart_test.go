@@ -11,6 +11,7 @@ package chart
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,18 +51,23 @@ const (
 	statePath = stateDir + "/state.db"
 )
 
+// requiredValues holds the values the schema requires (plenty.url,
+// .username, .password): "the chart's defaults" are these on top of
+// values.yaml, as check.sh renders them.
+const requiredValues = "testdata/required-values.yaml"
+
+// renderArgs renders with valuesFile, or with the defaults ("").
 func renderArgs(valuesFile string) []string {
-	args := []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion}
-	if valuesFile != "" {
-		args = append(args, "--values", valuesFile)
+	if valuesFile == "" {
+		valuesFile = requiredValues
 	}
-	return args
+	return []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion, "--values", valuesFile}
 }
 
 // chartCase is one rendering of the chart and what it must contain.
 type chartCase struct {
 	name   string // rendered file <name>.yaml
-	values string // values file relative to deploy/helm; "" = the chart's defaults
+	values string // values file relative to deploy/helm; "" = the chart's defaults (plus requiredValues)
 
 	fullname       string
 	image          string
@@ -99,6 +106,8 @@ type chartCase struct {
 	ruleLabels      map[string]string // additionalRuleLabels
 	disabledAlerts  []string
 	outboxMax       string
+	networkPolicy   bool                             // the NetworkPolicy is rendered
+	networkFrom     []networkingv1.NetworkPolicyPeer // networkPolicy.from: the peers besides the helm test pod
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -125,6 +134,8 @@ var cases = []chartCase{
 		secretName:     "orderwatch",
 		plentyKey:      "plenty-password",
 		configExact: map[string]string{
+			"WATCHER_PLENTY_URL":       "https://shop.example",
+			"WATCHER_KEYSET":           "auto", // the binary's default: one-second bulks handled
 			"WATCHER_STATE_PATH":       statePath,
 			"WATCHER_HTTP_ADDR":        ":9090",
 			"WATCHER_SHUTDOWN_TIMEOUT": "20s",
@@ -141,6 +152,11 @@ var cases = []chartCase{
 		goMemLimit:      true,
 		retentionPolicy: appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"},
 		testImage:       "curlimages/curl:8.11.1",
+		networkPolicy:   true,
+		networkFrom: []networkingv1.NetworkPolicyPeer{{ // kube-prometheus-stack's Prometheus in "monitoring"
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}},
+		}},
 	},
 	{
 		name:            "full",
@@ -180,6 +196,7 @@ var cases = []chartCase{
 			"WATCHER_START_FROM":       "2025-01-01T00:00:00+01:00",
 			"WATCHER_LOG_FORMAT":       "text",
 			"WATCHER_BAD_ENTRIES":      "skip",
+			"WATCHER_KEYSET":           "true",
 		},
 		everyVariableSet: true,
 		goMemLimit:       true,
@@ -195,6 +212,14 @@ var cases = []chartCase{
 		ruleLabels:       map[string]string{"team": "fulfilment", "severity": "page"},
 		disabledAlerts:   []string{"OrderwatchClockProblem"},
 		outboxMax:        "1000000",
+		networkPolicy:    true,
+		networkFrom: []networkingv1.NetworkPolicyPeer{
+			{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "observability"}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "vmagent"}},
+			},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "10.20.0.0/16"}},
+		},
 	},
 	{
 		name:            "ephemeral",
@@ -252,6 +277,7 @@ type manifests struct {
 	serviceAccounts map[string]*corev1.ServiceAccount
 	pdbs            map[string]*policyv1.PodDisruptionBudget
 	pods            map[string]*corev1.Pod
+	networkPolicies map[string]*networkingv1.NetworkPolicy
 	serviceMonitors map[string]*serviceMonitor
 	prometheusRules map[string]*monitoringv1.PrometheusRule
 	metas           []objectRef
@@ -305,6 +331,7 @@ func parseManifests(t *testing.T, out []byte) *manifests {
 		serviceAccounts: map[string]*corev1.ServiceAccount{},
 		pdbs:            map[string]*policyv1.PodDisruptionBudget{},
 		pods:            map[string]*corev1.Pod{},
+		networkPolicies: map[string]*networkingv1.NetworkPolicy{},
 		serviceMonitors: map[string]*serviceMonitor{},
 		prometheusRules: map[string]*monitoringv1.PrometheusRule{},
 	}
@@ -359,6 +386,11 @@ func parseManifests(t *testing.T, out []byte) *manifests {
 		case "v1 Pod":
 			var v *corev1.Pod
 			if v, derr = decodeInto(m.pods, []byte(doc), func(o *corev1.Pod) *metav1.ObjectMeta { return &o.ObjectMeta }); v != nil {
+				meta = &v.ObjectMeta
+			}
+		case "networking.k8s.io/v1 NetworkPolicy":
+			var v *networkingv1.NetworkPolicy
+			if v, derr = decodeInto(m.networkPolicies, []byte(doc), func(o *networkingv1.NetworkPolicy) *metav1.ObjectMeta { return &o.ObjectMeta }); v != nil {
 				meta = &v.ObjectMeta
 			}
 		case "monitoring.coreos.com/v1 ServiceMonitor":
@@ -460,6 +492,7 @@ func TestChart(t *testing.T) {
 			checkServices(t, c, m, sts)
 			checkServiceMonitor(t, c, m)
 			checkPDB(t, c, m, sts)
+			checkNetworkPolicy(t, c, m, sts)
 			checkDashboard(t, c, m)
 			checkPrometheusRule(t, c, m)
 		})
@@ -517,6 +550,9 @@ func checkObjects(t *testing.T, c chartCase, m *manifests) {
 	}
 	if c.serviceMonitor {
 		want["ServiceMonitor"] = []string{c.fullname}
+	}
+	if c.networkPolicy {
+		want["NetworkPolicy"] = []string{c.fullname}
 	}
 	got := map[string][]string{}
 	for _, o := range m.metas {
@@ -1094,6 +1130,52 @@ func checkPDB(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulSet) 
 	}
 }
 
+// checkNetworkPolicy: the watcher pod (and only it) admits ingress on the
+// HTTP port only, from the helm test pod and networkPolicy.from; egress is
+// left alone (the shop, NATS, DNS).
+func checkNetworkPolicy(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulSet) {
+	t.Helper()
+	np := m.networkPolicies[c.fullname]
+	if !renderedIff(t, c.networkPolicy, np, "NetworkPolicy "+c.fullname) {
+		return
+	}
+	sel := selector(t, &np.Spec.PodSelector)
+	if !sel.Matches(labels.Set(sts.Spec.Template.Labels)) {
+		t.Errorf("NetworkPolicy: podSelector %v does not select the watcher pod %v", sel, sts.Spec.Template.Labels)
+	}
+	test := m.pods[c.fullname+"-test"]
+	if sel.Matches(labels.Set(test.Labels)) {
+		t.Errorf("NetworkPolicy: podSelector %v also selects the helm test pod", sel)
+	}
+	if !reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) || len(np.Spec.Egress) != 0 {
+		t.Errorf("NetworkPolicy: policyTypes %v egress %s, want Ingress only (egress open)", np.Spec.PolicyTypes, js(np.Spec.Egress))
+	}
+	if len(np.Spec.Ingress) != 1 {
+		t.Fatalf("NetworkPolicy: %d ingress rules, want 1", len(np.Spec.Ingress))
+	}
+	rule := np.Spec.Ingress[0]
+	tcp := corev1.ProtocolTCP
+	wantPorts := []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr(intstr.FromInt32(c.httpPort))}}
+	if !reflect.DeepEqual(rule.Ports, wantPorts) {
+		t.Errorf("NetworkPolicy: ports %s, want only the HTTP port %d/TCP", js(rule.Ports), c.httpPort)
+	}
+	if len(rule.From) == 0 {
+		t.Fatalf("NetworkPolicy: no from: every source would be admitted")
+	}
+	// The first peer is the helm test pod of this release, in the release's
+	// namespace (no namespaceSelector); the rest is networkPolicy.from.
+	first := rule.From[0]
+	if first.NamespaceSelector != nil || first.IPBlock != nil || first.PodSelector == nil ||
+		!selector(t, first.PodSelector).Matches(labels.Set(test.Labels)) {
+		t.Errorf("NetworkPolicy: first peer %s, want the helm test pod %v", js(first), test.Labels)
+	} else if selector(t, first.PodSelector).Matches(labels.Set(sts.Spec.Template.Labels)) {
+		t.Errorf("NetworkPolicy: the test pod's peer %s also matches the watcher pod", js(first))
+	}
+	if got := rule.From[1:]; !reflect.DeepEqual(got, c.networkFrom) {
+		t.Errorf("NetworkPolicy: peers\n got %s\nwant %s (networkPolicy.from)", js(got), js(c.networkFrom))
+	}
+}
+
 // The chart's single copies of the dashboard and the alerting rules, and the
 // runbook the alerts link to.
 const (
@@ -1395,6 +1477,14 @@ func TestSchemaRejects(t *testing.T) {
 		"prometheusRule.runbookBaseURL=wiki/runbook",                                  // not a URL
 		"helmTest.image.digest=latest",                                                // not a digest
 		"dashboards.namespace=Monitoring",                                             // not a namespace name
+		"publish.outboxMax=0",                                                         // 0 = unlimited to the binary; OrderwatchOutboxFull would fire forever
+		"sweep.keyset=maybe",                                                          // auto, true or false
+		"plenty.url=",                                                                 // required
+		"plenty.url=shop.example",                                                     // not an http(s) URL
+		"plenty.username=",                                                            // required
+		"plenty.password=",                                                            // required without existingSecret.name
+		"networkPolicy.enabled=yes",                                                   // a boolean
+		"networkPolicy.from[0].namespace=monitoring",                                  // not a NetworkPolicyPeer field
 	} {
 		t.Run(set, func(t *testing.T) {
 			args := append(renderArgs(""), "--set", set)
@@ -1410,6 +1500,13 @@ func TestSchemaRejects(t *testing.T) {
 		"stream.name=",
 		"persistence.storageClass=-",
 		"shutdown.terminationGracePeriodSeconds=25",
+		"sweep.keyset=auto",
+		"sweep.keyset=true",
+		"sweep.keyset=false",
+		"publish.outboxMax=1",
+		"existingSecret.name=creds,plenty.password=", // the password comes from the Secret
+		"networkPolicy.enabled=false",
+		"networkPolicy.from=null", // only the helm test pod
 	} {
 		t.Run("accepts "+set, func(t *testing.T) {
 			args := append(renderArgs(""), "--set", set)
@@ -1417,6 +1514,43 @@ func TestSchemaRejects(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// TestRequiredValues: the chart's values.yaml alone does not render: the
+// schema names the shop's URL, the REST user and the password (or
+// existingSecret.name) as required, instead of a pod that exits at start-up.
+// And publish.outboxMax 0, with the schema skipped, still stops at the
+// chart's own check.
+func TestRequiredValues(t *testing.T) {
+	needHelm(t)
+	base := []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion}
+	for _, c := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "/plenty/url"},
+		{[]string{"plenty.url=https://shop.example"}, "/plenty/username"},
+		{[]string{"plenty.url=https://shop.example", "plenty.username=u"}, "/plenty/password"},
+	} {
+		args := slices.Clone(base)
+		for _, s := range c.set {
+			args = append(args, "--set", s)
+		}
+		_, err := runHelm(t, args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("helm template --set %v: %v, want a refusal naming %s", c.set, err, c.want)
+		}
+	}
+	if _, err := runHelm(t, append(base, "--set", "plenty.url=https://shop.example,plenty.username=u,existingSecret.name=creds")...); err != nil {
+		t.Errorf("existingSecret.name instead of plenty.password: %v", err)
+	}
+	for _, extra := range [][]string{nil, {"--set", "prometheusRule.enabled=true"}} {
+		args := append(renderArgs(""), "--skip-schema-validation", "--set", "publish.outboxMax=0")
+		_, err := runHelm(t, append(args, extra...)...)
+		if err == nil || !strings.Contains(err.Error(), "publish.outboxMax") || !strings.Contains(err.Error(), "at least 1") {
+			t.Errorf("publish.outboxMax=0 without the schema %v: %v, want the chart's own refusal", extra, err)
+		}
 	}
 }
 
@@ -1444,7 +1578,6 @@ func TestNotes(t *testing.T) {
 		want, never []string
 	}{
 		{"", []string{
-			"NOT CONFIGURED: plenty.url, plenty.username, plenty.password",
 			"kubectl -n orderwatch logs -f orderwatch-0",
 			"one JSON line per sweep",
 			"port-forward svc/orderwatch-metrics 9090:http",
@@ -1452,15 +1585,18 @@ func TestNotes(t *testing.T) {
 			"/metrics | grep '^orderwatch_'",
 			"nats sub 'orders.>'",
 			"exec orderwatch-0 -c watcher -- /watcher state",
+			"curl -fsS http://127.0.0.1:9090/state ",
+			"curl -fsS http://127.0.0.1:9090/state/orders/<id>",
+			"NetworkPolicy orderwatch admits only networkPolicy.from (the metrics\n   scraper)",
 			"helm test orderwatch -n orderwatch",
 			"logs orderwatch-test",
 			"never\n   logs in to the service",
 			`"first sync in progress: N%"`,
-		}, []string{"WARNING: persistence.enabled=false", "watcher check", "7. Monitoring"}},
+		}, []string{"WARNING: persistence.enabled=false", "watcher check", "7. Monitoring", "NOT CONFIGURED", "stop the watcher"}},
 		{"testdata/ephemeral-values.yaml", []string{
 			"WARNING: persistence.enabled=false",
 			"core NATS, at-most-once",
-		}, []string{"NOT CONFIGURED"}},
+		}, []string{"NOT CONFIGURED", "NetworkPolicy"}},
 		{"testdata/full-values.yaml", []string{
 			"nats sub 'shop.orders.>'",
 			"nats stream info SHOP_ORDERS",
@@ -1471,10 +1607,8 @@ func TestNotes(t *testing.T) {
 		}, []string{"WARNING", "NOT CONFIGURED", "JSON"}},
 	} {
 		t.Run(caseName(c.values, "default"), func(t *testing.T) {
-			args := []string{"template", release, dir, "--namespace", namespace, "--kube-version", kubeVersion, "--show-only", "templates/zz-notes.yaml"}
-			if c.values != "" {
-				args = append(args, "--values", c.values)
-			}
+			args := []string{"template", release, dir, "--namespace", namespace, "--kube-version", kubeVersion, "--show-only", "templates/zz-notes.yaml",
+				"--values", cmp.Or(c.values, requiredValues)}
 			out, err := runHelm(t, args...)
 			if err != nil {
 				t.Fatal(err)

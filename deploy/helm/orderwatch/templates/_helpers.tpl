@@ -104,6 +104,9 @@ install, upgrade, template or lint stops here with one clear line.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if lt (int64 .Values.publish.outboxMax) 1 }}
+{{- fail (printf "publish.outboxMax is %d: it must be at least 1 (the watcher reads 0 as unlimited, which lets a NATS outage fill the state volume, and OrderwatchOutboxFull would compare the depth with 0 and fire forever)" (int64 .Values.publish.outboxMax)) }}
+{{- end }}
 {{- if and .Values.persistence.existingClaim (not .Values.persistence.enabled) }}
 {{- fail "persistence.existingClaim is set but persistence.enabled is false: the chart would ignore the claim and keep the state on an emptyDir" }}
 {{- end }}
