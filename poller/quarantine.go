@@ -184,6 +184,18 @@ func (s *sweep) noteBad(page *plenty.Page) int {
 	return held
 }
 
+// holdBad keeps the watermark before a slice that holds entries without
+// a readable id (they cannot be quarantined by order) and lets the sweep
+// read on past it (see hold): the orders after it flow on, the watermark
+// waits until the service sends the entries readable, and the sweep ends
+// with err (ErrBadEntries) once the window is read.
+func (s *sweep) holdBad(at time.Time, err error) {
+	s.hold(at, nil)
+	if s.unverified == nil {
+		s.unverified = err
+	}
+}
+
 // quarantine notes an undecodable entry of order id in the pending commit,
 // and logs when the order enters the quarantine.
 func (s *sweep) quarantine(b plenty.EntryError, id int64) {

@@ -2,6 +2,8 @@ package poller_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -331,4 +333,53 @@ func TestBadEntryPolicies(t *testing.T) {
 	if _, err := poller.New(nil, store, poller.Config{StartFrom: t0, BadEntries: "ignore"}); err == nil || !strings.Contains(err.Error(), "quarantine") {
 		t.Errorf("policy ignore: %v", err)
 	}
+}
+
+// TestBadEntryWithoutIDHoldsOnlyTheWatermark: an entry whose id cannot be
+// read cannot be quarantined by order; it holds the watermark before its
+// slice, and the slices after it are still read and published.
+func TestBadEntryWithoutIDHoldsOnlyTheWatermark(t *testing.T) {
+	e := newEnv(t, plentysim.Config{MaxItemsPerPage: 50}, poller.Config{ItemsPerPage: 50, SlicePages: 2})
+	e.sim.Generate(400, t0.Add(-2*time.Hour), t0.Add(-time.Hour))
+	e.sweep()
+	orders := e.sim.Orders()
+	victim := orders[0]
+	e.clk.Advance(time.Minute)
+	e.sim.Corrupt(victim.ID, plentysim.CorruptID)
+	e.sim.Touch(victim.ID)
+	badAt, _ := e.sim.Order(victim.ID)
+	changed := 0
+	for i, o := range orders[1:] { // 399 changes over the next minutes: several slices
+		if i%50 == 0 {
+			e.clk.Advance(20 * time.Second)
+		}
+		if o.StatusID != "9" {
+			changed++
+		}
+		e.sim.SetStatus(o.ID, "9")
+	}
+	e.clk.Advance(10 * time.Second)
+	st, err := e.poll.Sweep(context.Background())
+	if !errors.Is(err, poller.ErrBadEntries) || st.Held.IsZero() {
+		t.Fatalf("err %v, held %v; want ErrBadEntries and the watermark held", err, st.Held)
+	}
+	if m, _ := e.store.Meta(); !m.Watermark.Before(badAt.UpdatedAt) {
+		t.Errorf("watermark %v passed the entry without an id (%v)", m.Watermark, badAt.UpdatedAt)
+	}
+	if st.Slices < 2 {
+		t.Errorf("%d slices: the test needs the window cut", st.Slices)
+	}
+	if n := len(e.events()); n != changed {
+		t.Errorf("%d events, want %d: the orders after the held slice must flow on", n, changed)
+	}
+	if len(e.quarantined()) != 0 {
+		t.Errorf("quarantine %+v: an entry without an id has no order to quarantine", e.quarantined())
+	}
+	e.sim.Corrupt(victim.ID, plentysim.CorruptNone)
+	e.clk.Advance(time.Minute)
+	e.sweep()
+	if m, _ := e.store.Meta(); !m.Watermark.After(badAt.UpdatedAt) {
+		t.Errorf("watermark %v still held after the entry became readable", m.Watermark)
+	}
+	e.assertSnapshotMatches()
 }

@@ -356,7 +356,8 @@ func (s *sweep) scan(ctx context.Context, lo, hi time.Time, first *plenty.Page) 
 			return false, err
 		}
 		if mark == nil {
-			return false, fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339))
+			s.holdBad(lo, fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339)))
+			return true, nil
 		}
 		s.st.Slices++
 		return true, nil
