@@ -199,8 +199,10 @@ func (c *Config) validate() error {
 	default:
 		return configErr("%s_KEYSET=%q: want auto, true or false", envPrefix, c.Keyset)
 	}
-	if c.BadEntries != string(poller.BadEntryHold) && c.BadEntries != string(poller.BadEntrySkip) {
-		return configErr("%s_BAD_ENTRIES=%q: want hold or skip", envPrefix, c.BadEntries)
+	switch poller.BadEntryPolicy(c.BadEntries) {
+	case poller.BadEntryQuarantine, poller.BadEntryHold, poller.BadEntrySkip:
+	default:
+		return configErr("%s_BAD_ENTRIES=%q: want quarantine (alias hold) or skip", envPrefix, c.BadEntries)
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return configErr("%s_LOG_FORMAT=%q: want json or text", envPrefix, c.LogFormat)
