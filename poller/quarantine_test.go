@@ -383,3 +383,28 @@ func TestBadEntryWithoutIDHoldsOnlyTheWatermark(t *testing.T) {
 	}
 	e.assertSnapshotMatches()
 }
+
+// TestQuarantineReleaseIsNoLateArrival: an order whose entry decodes again
+// inside the overlap is released by the window; it was read in time, only
+// undecodable, so it is no late arrival (which would stretch the measured
+// settle and overlap).
+func TestQuarantineReleaseIsNoLateArrival(t *testing.T) {
+	e := newEnv(t, plentysim.Config{}, poller.Config{Overlap: 5 * time.Minute})
+	e.sim.Generate(20, t0.Add(-time.Hour), t0.Add(-time.Minute))
+	e.sweep()
+	victim := e.sim.Orders()[5]
+	e.clk.Advance(time.Minute)
+	e.sim.Corrupt(victim.ID, plentysim.CorruptStatus)
+	e.sim.SetStatus(victim.ID, "11.1")
+	e.clk.Advance(10 * time.Second)
+	e.sweep()
+	e.sim.Corrupt(victim.ID, plentysim.CorruptNone)
+	e.clk.Advance(10 * time.Second) // the retry rests; the overlap reads it
+	st := e.sweep()
+	if st.QuarantineLeft != 1 || st.QuarantineRetries != 0 || len(e.eventsOf(victim.ID)) != 1 {
+		t.Fatalf("left %d, retries %d, events %+v; want a release by the window", st.QuarantineLeft, st.QuarantineRetries, e.eventsOf(victim.ID))
+	}
+	if len(st.LateArrivals) != 0 {
+		t.Errorf("late arrivals %v: the released order was counted late", st.LateArrivals)
+	}
+}

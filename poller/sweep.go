@@ -569,6 +569,9 @@ func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
 // late notes an entry that became visible after the sweeps had verified
 // past its updatedAt: a commit that arrived late by at least d.
 func (s *sweep) late(o plenty.Order, d time.Duration) {
+	if s.p.quarantined[o.ID] {
+		return // not late: read before, but undecodable (quarantine.go)
+	}
 	s.st.LateArrivals = append(s.st.LateArrivals, d)
 	if ov := s.p.cfg.Overlap; d >= ov*8/10 {
 		s.p.log.Warn("a change arrived late, close to WATCHER_OVERLAP: a later one would be missed; raise WATCHER_OVERLAP or WATCHER_SETTLE",
