@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,39 @@ func (e *env) quarantined() []state.Quarantined {
 		e.t.Fatal(err)
 	}
 	return qs
+}
+
+// quarantineOne makes the entry of the order at index i undecodable,
+// changes its status to status a minute later and sweeps: the order is
+// quarantined with a change the sweeps could not read.
+func (e *env) quarantineOne(i int, status string) (plentysim.Order, poller.Stats) {
+	e.t.Helper()
+	victim := e.sim.Orders()[i]
+	if victim.StatusID == status {
+		e.t.Fatalf("order %d has status %s already: pick another", victim.ID, status)
+	}
+	e.clk.Advance(time.Minute)
+	if err := e.sim.Corrupt(victim.ID, plentysim.CorruptStatus); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.sim.SetStatus(victim.ID, status); err != nil {
+		e.t.Fatal(err)
+	}
+	e.clk.Advance(10 * time.Second)
+	return victim, e.sweep()
+}
+
+// serveVia puts h in front of the simulator (a service with other habits)
+// and makes a new client and poller for it.
+func (e *env) serveVia(h http.Handler) {
+	e.t.Helper()
+	srv := httptest.NewServer(h)
+	e.t.Cleanup(srv.Close)
+	e.client = e.newClient(srv.URL)
+	var err error
+	if e.poll, err = poller.New(e.client, e.store, e.cfg); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // eventsOf returns the events of one order in the outbox.
@@ -222,12 +256,7 @@ func TestQuarantineSurvivesRestart(t *testing.T) {
 	e := newEnv(t, plentysim.Config{}, poller.Config{})
 	e.sim.Generate(50, t0.Add(-time.Hour), t0.Add(-time.Minute))
 	e.sweep()
-	victim := e.sim.Orders()[7]
-	e.clk.Advance(time.Minute)
-	e.sim.Corrupt(victim.ID, plentysim.CorruptStatus)
-	e.sim.SetStatus(victim.ID, "11.1")
-	e.clk.Advance(10 * time.Second)
-	e.sweep()
+	victim, _ := e.quarantineOne(7, "11.1")
 	path := e.store.Path()
 	if err := e.store.Close(); err != nil {
 		t.Fatal(err)
@@ -261,24 +290,13 @@ func TestQuarantineSurvivesRestart(t *testing.T) {
 func TestQuarantineWithoutRetryByID(t *testing.T) {
 	var logs bytes.Buffer
 	e := newEnv(t, plentysim.Config{}, poller.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	srv := httptest.NewServer(ignoresOrderID{e.sim})
-	t.Cleanup(srv.Close)
-	e.client = e.newClient(srv.URL)
-	var err error
-	if e.poll, err = poller.New(e.client, e.store, e.cfg); err != nil {
-		t.Fatal(err)
-	}
+	e.serveVia(ignoresOrderID{e.sim})
 	e.sim.Generate(50, t0.Add(-time.Hour), t0.Add(-time.Minute))
 	e.sweep()
-	victim := e.sim.Orders()[9]
+	victim, _ := e.quarantineOne(9, "11.1")
 	if victim.StatusID == "8" {
 		t.Fatal("pick a victim whose status is not 8")
 	}
-	e.clk.Advance(time.Minute)
-	e.sim.Corrupt(victim.ID, plentysim.CorruptStatus)
-	e.sim.SetStatus(victim.ID, "11.1")
-	e.clk.Advance(10 * time.Second)
-	e.sweep()
 	e.clk.Advance(2 * e.cfg.Overlap) // past the overlap: no window reads the entry again
 	e.sweep()
 	e.sim.Corrupt(victim.ID, plentysim.CorruptNone)
@@ -307,12 +325,7 @@ func TestBadEntrySkipHasNoQuarantine(t *testing.T) {
 	e := newEnv(t, plentysim.Config{}, poller.Config{BadEntries: poller.BadEntrySkip})
 	e.sim.Generate(20, t0.Add(-time.Hour), t0.Add(-time.Minute))
 	e.sweep()
-	e.clk.Advance(time.Minute)
-	victim := e.sim.Orders()[3]
-	e.sim.Corrupt(victim.ID, plentysim.CorruptStatus)
-	e.sim.SetStatus(victim.ID, "11.1")
-	e.clk.Advance(10 * time.Second)
-	st := e.sweep()
+	_, st := e.quarantineOne(3, "11.1")
 	if st.BadEntries != 1 || len(e.quarantined()) != 0 || st.QuarantineEntered != 0 {
 		t.Errorf("skip: BadEntries %d, quarantine %+v", st.BadEntries, e.quarantined())
 	}
@@ -392,12 +405,7 @@ func TestQuarantineReleaseIsNoLateArrival(t *testing.T) {
 	e := newEnv(t, plentysim.Config{}, poller.Config{Overlap: 5 * time.Minute})
 	e.sim.Generate(20, t0.Add(-time.Hour), t0.Add(-time.Minute))
 	e.sweep()
-	victim := e.sim.Orders()[5]
-	e.clk.Advance(time.Minute)
-	e.sim.Corrupt(victim.ID, plentysim.CorruptStatus)
-	e.sim.SetStatus(victim.ID, "11.1")
-	e.clk.Advance(10 * time.Second)
-	e.sweep()
+	victim, _ := e.quarantineOne(5, "11.1")
 	e.sim.Corrupt(victim.ID, plentysim.CorruptNone)
 	e.clk.Advance(10 * time.Second) // the retry rests; the overlap reads it
 	st := e.sweep()
