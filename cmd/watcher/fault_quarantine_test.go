@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,8 @@ func TestFaultQuarantineUnderLoad(t *testing.T) {
 	if *faultLong {
 		kills = 3
 	}
-	f := newFaultEnv(t, plentysim.Config{},
+	// The service's real default limits (the harness raises the daily one).
+	f := newFaultEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: 166000}},
 		"WATCHER_POLL_INTERVAL=2s", "WATCHER_SETTLE=10s", "WATCHER_OVERLAP=60s", "WATCHER_CALL_SHARE=0.25")
 	// A shop large enough that 40 changes a second fill more than one
 	// slice (4 pages of 250) behind a held watermark within the run.
@@ -151,7 +153,13 @@ func TestFaultQuarantineUnderLoad(t *testing.T) {
 	if _, body := get(base + "/state"); json.Unmarshal([]byte(body), &st) != nil || len(st.Quarantine) != 0 {
 		t.Errorf("state report after the release: %s", body)
 	}
-	t.Logf("released %v after its entry decoded again; %d events in all, 0 lost, 0 doubled", released.Round(100*time.Millisecond), events)
+	sim := f.sim.Stats()
+	if sim.CallsWhileBlocked != 0 {
+		t.Errorf("%d calls while a Retry-After was pending", sim.CallsWhileBlocked)
+	}
+	retries := len(regexp.MustCompile(`"quarantine_retried":[1-9]`).FindAllString(logs, -1))
+	t.Logf("released %v after its entry decoded again; %d events in all, 0 lost, 0 doubled; %d searches in %v (%d of them retries by id), 0 calls inside a wait",
+		released.Round(100*time.Millisecond), events, sim.SearchCalls, time.Since(start).Round(time.Second), retries)
 }
 
 // eventsOf counts the events of one order in the stream (its id is the
