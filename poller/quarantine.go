@@ -125,20 +125,32 @@ func (s *sweep) retryBatch(ctx context.Context, batch []state.Quarantined) error
 	}
 	s.called(len(page.Orders) + len(page.Bad))
 	s.st.QuarantineRetries += len(batch)
+	s.st.BadEntries += len(page.Bad)
 	for _, o := range page.Orders {
 		if !want[o.ID] {
 			return fmt.Errorf("%w: asked for %d orders, got order %d", errByIDIgnored, len(batch), o.ID)
 		}
 	}
-	if n := int64(len(page.Orders) + len(page.Bad)); page.TotalsCount > n {
+	for _, b := range page.Bad {
+		if id, ok := entryID(b); ok && !want[id] {
+			return fmt.Errorf("%w: asked for %d orders, got order %d", errByIDIgnored, len(batch), id)
+		}
+	}
+	if page.TotalsCount > int64(len(batch)) {
 		return fmt.Errorf("%w: asked for %d orders, %d match", errByIDIgnored, len(batch), page.TotalsCount)
 	}
+	// A service that pages below the batch size leaves the rest for the
+	// next retry; only a whole answer says that an order is gone.
+	whole := page.TotalsCount <= int64(len(page.Orders)+len(page.Bad))
 	found := make(map[int64]bool, len(batch))
 	for _, b := range page.Bad {
-		if id, ok := entryID(b); ok && want[id] {
-			found[id] = true
-			s.quarantine(b, id)
+		id, ok := entryID(b)
+		if !ok {
+			whole = false // one of them, unreadable: none counts as gone
+			continue
 		}
+		found[id] = true
+		s.quarantine(b, id)
 	}
 	// The current state of each order that decodes, diffed as a window's
 	// entry would be. Not a late arrival: the sweeps did not miss it, they
@@ -155,7 +167,7 @@ func (s *sweep) retryBatch(ctx context.Context, batch []state.Quarantined) error
 		s.release(o, "its entry decodes again: its current state is published")
 	}
 	for _, q := range batch {
-		if !found[q.OrderID] {
+		if whole && !found[q.OrderID] {
 			// Deleted, or no longer matching the scope: no entry to wait for.
 			s.releaseID(q.OrderID, "the service no longer returns the order (deleted?)")
 		}
