@@ -416,3 +416,38 @@ func TestQuarantineReleaseIsNoLateArrival(t *testing.T) {
 		t.Errorf("late arrivals %v: the released order was counted late", st.LateArrivals)
 	}
 }
+
+// forgetsByID serves the simulator as a service that no longer returns
+// any order by id (as if they were deleted).
+type forgetsByID struct{ sim http.Handler }
+
+func (h forgetsByID) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if strings.HasPrefix(q.Get("orderId"), "in:") {
+		q.Set("orderId", "in:1")
+		r.URL.RawQuery = q.Encode()
+	}
+	h.sim.ServeHTTP(w, r)
+}
+
+// TestQuarantineOrderGone: an order the service no longer returns by id
+// leaves the quarantine (there is no entry to wait for), silently.
+func TestQuarantineOrderGone(t *testing.T) {
+	var logs bytes.Buffer
+	e := newEnv(t, plentysim.Config{}, poller.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	e.serveVia(forgetsByID{e.sim})
+	e.sim.Generate(20, t0.Add(-time.Hour), t0.Add(-time.Minute))
+	e.sweep()
+	victim, _ := e.quarantineOne(4, "11.1")
+	left := 0
+	for range 12 { // until no window re-reads the entry and the retry is due
+		e.clk.Advance(10 * time.Second)
+		left += e.sweep().QuarantineLeft
+	}
+	if left != 1 || len(e.quarantined()) != 0 || len(e.eventsOf(victim.ID)) != 0 {
+		t.Errorf("left %d, quarantine %+v, events %+v", left, e.quarantined(), e.eventsOf(victim.ID))
+	}
+	if !strings.Contains(logs.String(), "no longer returns the order") {
+		t.Errorf("no reason logged:\n%s", logs.String())
+	}
+}
