@@ -128,7 +128,7 @@ func TestFaultQuarantineUnderLoad(t *testing.T) {
 	// change, which no window re-reads any more: the overlap has passed):
 	// the retry by id publishes its state, once.
 	last, _ := f.sim.Order(victim.ID)
-	time.Sleep(time.Until(last.UpdatedAt.Add(60*time.Second + 10*time.Second + 2*time.Second))) // overlap + settle + a sweep
+	time.Sleep(time.Until(last.UpdatedAt.Add(60*time.Second + 10*time.Second + 10*time.Second))) // overlap + settle + sweeps and rounding
 	healed := time.Now()
 	if err := f.sim.Corrupt(victim.ID, plentysim.CorruptNone); err != nil {
 		t.Fatal(err)
