@@ -22,6 +22,9 @@
 //   - Injected faults on search: 500, 502 HTML, truncated body, invalid
 //     JSON, dropped connection, latency; on login (FailLogins): the session
 //     is opened and its answer lost (cut, dropped, never sent, or a 500).
+//   - One order's entry rendered unreadable in every answer (Corrupt: its
+//     statusId an object, or its id not a number) until the corruption ends;
+//     the order itself does not change.
 //
 // Tests mutate orders (SetStatus, SetLock, Touch, MutateRandom, RunMutator),
 // inspect History and Stats, and hook SetBeforeSearch to change orders

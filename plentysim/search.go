@@ -392,8 +392,13 @@ func (c *resultCache) put(key string, version uint64, matches []int32) {
 func (s *Server) appendEntry(b []byte, o *Order, rels relationSet) []byte {
 	style := s.cfg.StatusStyle
 	asString := style == StatusString || (style == StatusMixed && o.ID%2 == 0)
+	corrupt := s.corruptionLocked(o.ID)
 	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, o.ID, 10)
+	if corrupt == CorruptID {
+		b = appendCorruptID(b, o.ID)
+	} else {
+		b = strconv.AppendInt(b, o.ID, 10)
+	}
 	b = append(b, `,"referrerId":`...)
 	b = appendDecimalText(b, o.ReferrerID, asString)
 	b = append(b, `,"roundTotalsOnly":true,"numberOfDecimals":2,"plentyId":`...)
@@ -413,7 +418,11 @@ func (s *Server) appendEntry(b []byte, o *Order, rels relationSet) []byte {
 	b = append(b, `,"updatedAt":`...)
 	b = s.appendTime(b, o.UpdatedAt)
 	b = append(b, `,"statusId":`...)
-	b = appendDecimalText(b, o.StatusID, asString)
+	if corrupt == CorruptStatus {
+		b = append(b, corruptStatus...)
+	} else {
+		b = appendDecimalText(b, o.StatusID, asString)
+	}
 	b = append(b, `,"ownerId":`...)
 	if o.OwnerID == "" {
 		b = append(b, "null"...)

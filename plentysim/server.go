@@ -197,6 +197,7 @@ type Server struct {
 	index   map[int64]int
 	nextID  int64
 	history []Change
+	corrupt map[int64]Corruption // entries rendered unreadable (corrupt.go)
 	genRNG  *rand.Rand
 	mutRNG  *rand.Rand
 

@@ -40,8 +40,11 @@ func (c *corrupting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
+// TestBadEntryHoldsTheWatermark: an entry whose id cannot be read (the
+// corrupting wrapper breaks the id) cannot be quarantined by order: with
+// quarantine it holds the watermark before its slice; skip goes on.
 func TestBadEntryHoldsTheWatermark(t *testing.T) {
-	for _, policy := range []poller.BadEntryPolicy{poller.BadEntryHold, poller.BadEntrySkip} {
+	for _, policy := range []poller.BadEntryPolicy{poller.BadEntryQuarantine, poller.BadEntrySkip} {
 		t.Run(string(policy), func(t *testing.T) {
 			e := newEnv(t, plentysim.Config{}, poller.Config{BadEntries: policy})
 			e.sim.Generate(50, t0.Add(-time.Hour), t0.Add(-time.Minute))
@@ -66,7 +69,7 @@ func TestBadEntryHoldsTheWatermark(t *testing.T) {
 			if st.BadEntries != 1 {
 				t.Errorf("BadEntries = %d, want 1", st.BadEntries)
 			}
-			if policy == poller.BadEntryHold {
+			if policy == poller.BadEntryQuarantine {
 				victimAt, _ := e.sim.Order(victim.ID)
 				if !errors.Is(err, poller.ErrBadEntries) || !after.Watermark.Before(victimAt.UpdatedAt) {
 					t.Fatalf("hold: err %v, watermark %v -> %v; want ErrBadEntries and the watermark before the entry (%v)", err, before.Watermark, after.Watermark, victimAt.UpdatedAt)

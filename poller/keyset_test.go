@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -49,19 +48,13 @@ func TestKeysetAutoFallsBack(t *testing.T) {
 			var logs bytes.Buffer
 			e := newEnv(t, plentysim.Config{MaxItemsPerPage: 50}, poller.Config{ItemsPerPage: 50, SlicePages: 2, Keyset: mode,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			srv := httptest.NewServer(ignoresOrderID{e.sim})
-			t.Cleanup(srv.Close)
-			e.client = e.newClient(srv.URL)
-			var err error
-			if e.poll, err = poller.New(e.client, e.store, e.cfg); err != nil {
-				t.Fatal(err)
-			}
+			e.serveVia(ignoresOrderID{e.sim})
 			e.sim.Generate(700, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
 			e.sweep()
 			e.clk.Advance(time.Minute)
 			changed := bulkSecond(e, 600, "8")
 			e.clk.Advance(10 * time.Second)
-			_, err = e.poll.Sweep(context.Background())
+			_, err := e.poll.Sweep(context.Background())
 			if mode == poller.KeysetOn {
 				if !errors.Is(err, poller.ErrUnverified) || !strings.Contains(err.Error(), "ignores orderId=gt:") {
 					t.Fatalf("keyset=true against a service that ignores the filter: %v", err)

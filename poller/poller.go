@@ -38,15 +38,25 @@ type Store interface {
 	Commit(c state.Commit) error
 	// RewindWatermark moves the watermark back to t (a clock put it ahead).
 	RewindWatermark(t time.Time) error
+	// Quarantine lists the quarantined orders (Commit notes and releases them).
+	Quarantine() ([]state.Quarantined, error)
 }
 
 // BadEntryPolicy says what a sweep does with an entry it cannot decode.
 type BadEntryPolicy string
 
 const (
-	// BadEntryHold keeps the watermark before the slice holding the entry
-	// (default): nothing is skipped, the slice is retried every sweep, the
-	// error is logged and counted until the service sends a readable entry.
+	// BadEntryQuarantine (default) holds back only the entry's own order:
+	// it is noted in the state file's quarantine, the sweep goes on and
+	// the watermark advances as if the entry had been read; the order is
+	// retried by id until it decodes, then its current state is published
+	// (see quarantine.go). An entry whose id cannot be read holds the
+	// watermark before its slice (ErrBadEntries) until the service sends
+	// it readable.
+	BadEntryQuarantine BadEntryPolicy = "quarantine"
+	// BadEntryHold is the former name of BadEntryQuarantine, accepted as
+	// an alias: it held the watermark before every undecodable entry,
+	// which stalled every order behind one bad entry.
 	BadEntryHold BadEntryPolicy = "hold"
 	// BadEntrySkip logs and counts the entry and goes on: a change of that
 	// order can be missed while the service keeps sending it unreadable.
@@ -90,11 +100,18 @@ type Config struct {
 	// changes published) meanwhile [4 x SlicePages].
 	KeysetPages int
 
-	BadEntries    BadEntryPolicy // [hold]
+	BadEntries    BadEntryPolicy // [quarantine]
 	EmitBaseline  bool           // events for the orders the baseline records
 	EmitUpdated   bool           // order.updated events
 	Source        string         // CloudEvents source
 	SubjectPrefix string         // [orders]
+
+	// QuarantineCalls bounds the search calls one sweep spends retrying
+	// quarantined orders by id, 50 orders a call [1].
+	QuarantineCalls int
+	// QuarantineRetryEvery is how long a quarantined order rests after a
+	// read found it undecodable before it is retried by id [30s].
+	QuarantineRetryEvery time.Duration
 
 	// OutboxWait is how long the sweep waits before trying a commit again
 	// while the outbox is full or the state file not writable [1s].
@@ -163,6 +180,9 @@ type Stats struct {
 	Rewound time.Time
 	// KeysetSlices are the bulk seconds paged by keyset.
 	KeysetSlices int
+	// QuarantineEntered and QuarantineLeft count the orders that entered
+	// and left the quarantine; QuarantineRetries the orders asked for by id.
+	QuarantineEntered, QuarantineLeft, QuarantineRetries int
 	// LateArrivals are the entries read in the overlap with an updatedAt
 	// below the watermark the sweep started from, which the earlier sweeps
 	// had not seen: how far below it each one was.
@@ -195,6 +215,9 @@ type Poller struct {
 	keysetIgnored bool       // the service ignores orderId=gt: (auto mode)
 	bulk          bulkCursor // a bulk second read by keyset over several sweeps
 	lastProgress  time.Time  // last progress log line
+
+	byIDIgnored bool           // the service does not accept orderId=in: (no retry by id)
+	quarantined map[int64]bool // the quarantined orders, read at each sweep's start
 }
 
 // bulkCursor is how far keyset paging got in one second.
@@ -236,11 +259,18 @@ func New(client Client, store Store, cfg Config) (*Poller, error) {
 	if cfg.MaxRescans <= 0 {
 		cfg.MaxRescans = 3
 	}
-	if cfg.BadEntries == "" {
-		cfg.BadEntries = BadEntryHold
+	switch cfg.BadEntries {
+	case "", BadEntryHold:
+		cfg.BadEntries = BadEntryQuarantine
+	case BadEntryQuarantine, BadEntrySkip:
+	default:
+		return nil, fmt.Errorf("poller: bad-entry policy %q: want quarantine (alias hold) or skip", cfg.BadEntries)
 	}
-	if cfg.BadEntries != BadEntryHold && cfg.BadEntries != BadEntrySkip {
-		return nil, fmt.Errorf("poller: bad-entry policy %q: want hold or skip", cfg.BadEntries)
+	if cfg.QuarantineCalls <= 0 {
+		cfg.QuarantineCalls = 1
+	}
+	if cfg.QuarantineRetryEvery <= 0 {
+		cfg.QuarantineRetryEvery = 30 * time.Second
 	}
 	if cfg.SubjectPrefix == "" {
 		cfg.SubjectPrefix = "orders"

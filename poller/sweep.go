@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
@@ -17,8 +15,9 @@ import (
 var (
 	// ErrUnverified: a one-second slice changed during every rescan.
 	ErrUnverified = errors.New("slice could not be verified")
-	// ErrBadEntries: the slice holds entries that could not be decoded
-	// (policy hold).
+	// ErrBadEntries: the slice holds entries that could not be decoded and
+	// whose id cannot be read either, so that they cannot be quarantined by
+	// order (see quarantine.go).
 	ErrBadEntries = errors.New("undecodable entries hold the watermark")
 	// ErrClock: the window is empty (hi <= lo): a clock is wrong. Never a
 	// verified sweep.
@@ -135,6 +134,9 @@ type sweep struct {
 // run processes [lo, hi] slice by slice, oldest first, so that the
 // watermark moves forward monotonically.
 func (s *sweep) run(ctx context.Context, lo, hi time.Time) error {
+	if err := s.retryQuarantined(ctx); err != nil {
+		return err
+	}
 	cur := lo
 	for {
 		end := hi
@@ -337,6 +339,7 @@ func (s *sweep) scan(ctx context.Context, lo, hi time.Time, first *plenty.Page) 
 		if err := s.add(page.Orders, hi); err != nil {
 			return false, err
 		}
+		s.release(page.Orders, "its entry decodes again in a sweep")
 		if !final {
 			if len(s.pending.Events) >= flushAt {
 				if err := s.flush(nil); err != nil {
@@ -346,14 +349,15 @@ func (s *sweep) scan(ctx context.Context, lo, hi time.Time, first *plenty.Page) 
 			continue
 		}
 		var mark *time.Time
-		if bad == 0 || s.p.cfg.BadEntries == BadEntrySkip {
+		if bad == 0 {
 			mark = &hi
 		}
 		if err := s.flush(mark); err != nil {
 			return false, err
 		}
 		if mark == nil {
-			return false, fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339))
+			s.holdBad(lo, fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339)))
+			return true, nil
 		}
 		s.st.Slices++
 		return true, nil
@@ -398,8 +402,8 @@ func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page,
 		final := page.IsLastPage || n >= page.TotalsCount || n == 0
 		if !final && len(page.Bad) > 0 && page.Bad[len(page.Bad)-1].Index == int(n)-1 {
 			// The page ends in an unreadable entry: page on past its id.
-			id, err := strconv.ParseInt(strings.Trim(page.Bad[len(page.Bad)-1].ID, `"`), 10, 64)
-			if err != nil || id <= next {
+			id, ok := entryID(page.Bad[len(page.Bad)-1])
+			if !ok || id <= next {
 				return lastID, false, fmt.Errorf("%w: keyset paging cannot pass an entry without a readable id", ErrBadEntries)
 			}
 			next = id
@@ -407,6 +411,7 @@ func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page,
 		if err := s.add(page.Orders, hi); err != nil {
 			return lastID, false, err
 		}
+		s.release(page.Orders, "its entry decodes again in a sweep")
 		if !final {
 			if len(s.pending.Events) >= flushAt {
 				if err := s.flush(nil); err != nil {
@@ -417,7 +422,7 @@ func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page,
 			continue
 		}
 		var mark *time.Time
-		if bad == 0 || s.p.cfg.BadEntries == BadEntrySkip {
+		if bad == 0 {
 			mark = &hi
 		}
 		if err := s.flush(mark); err != nil {
@@ -440,14 +445,6 @@ func increasing(orders []plenty.Order, after int64) (int64, bool) {
 		after = o.ID
 	}
 	return after, true
-}
-
-func (s *sweep) noteBad(page *plenty.Page) int {
-	for _, b := range page.Bad {
-		s.p.log.Error("undecodable order entry", "policy", string(s.p.cfg.BadEntries), "err", b.Error())
-	}
-	s.st.BadEntries += len(page.Bad)
-	return len(page.Bad)
 }
 
 // fetch reads one page of the window; afterID > 0 adds the keyset filter.
@@ -572,6 +569,9 @@ func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
 // late notes an entry that became visible after the sweeps had verified
 // past its updatedAt: a commit that arrived late by at least d.
 func (s *sweep) late(o plenty.Order, d time.Duration) {
+	if s.p.quarantined[o.ID] {
+		return // not late: read before, but undecodable (quarantine.go)
+	}
 	s.st.LateArrivals = append(s.st.LateArrivals, d)
 	if ov := s.p.cfg.Overlap; d >= ov*8/10 {
 		s.p.log.Warn("a change arrived late, close to WATCHER_OVERLAP: a later one would be missed; raise WATCHER_OVERLAP or WATCHER_SETTLE",
@@ -595,7 +595,7 @@ func (s *sweep) flush(mark *time.Time) error {
 		c.LastSweep = &now
 		c.BaselineDone = !mark.Before(s.baseline)
 	}
-	if len(c.States) == 0 && len(c.Events) == 0 && mark == nil {
+	if len(c.States) == 0 && len(c.Events) == 0 && len(c.Quarantine) == 0 && mark == nil {
 		return nil
 	}
 	// A full outbox, or a state file that cannot be written (disk full,

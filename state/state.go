@@ -602,6 +602,9 @@ type Commit struct {
 	// Records are saved in the same transaction (see SaveRecord): what
 	// must be true together with the watermark (e.g. clock evidence).
 	Records []Record
+	// Quarantine notes and releases undecodable orders (quarantine.go), in
+	// the same transaction as the slice that read them.
+	Quarantine []QuarantineOp
 }
 
 // Commit writes a page in one transaction: all of it or nothing. It fails
@@ -683,6 +686,9 @@ func (s *Store) Commit(c Commit) error {
 			if err := putTime(meta, keyLastSweep, *c.LastSweep); err != nil {
 				return err
 			}
+		}
+		if err := putQuarantine(tx, c.Quarantine); err != nil {
+			return err
 		}
 		return putRecords(tx, c.Records)
 	})

@@ -292,8 +292,10 @@ func (c *Config) validate() error {
 	default:
 		return configErr("%s_KEYSET=%q: want auto, true or false", envPrefix, c.Keyset)
 	}
-	if c.BadEntries != string(poller.BadEntryHold) && c.BadEntries != string(poller.BadEntrySkip) {
-		return configErr("%s_BAD_ENTRIES=%q: want hold or skip", envPrefix, c.BadEntries)
+	switch poller.BadEntryPolicy(c.BadEntries) {
+	case poller.BadEntryQuarantine, poller.BadEntryHold, poller.BadEntrySkip:
+	default:
+		return configErr("%s_BAD_ENTRIES=%q: want quarantine (alias hold) or skip", envPrefix, c.BadEntries)
 	}
 	if err := validAddr(c.HTTPAddr); err != nil {
 		return configErr("%s_HTTP_ADDR=%q: %v", envPrefix, c.HTTPAddr, err)

@@ -133,6 +133,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		},
 		blockedUntil: func() time.Time { t, _ := d.client.Pacer().Blocked(); return t },
 		startFrom:    cfg.StartFrom.Time(time.Now()),
+		quarantined:  d.quarantined,
 	})
 	d.metrics = m
 	if st, err := d.store.Stats(); err == nil && st.BaselineDone {
@@ -228,6 +229,9 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 	}
 	if !st.Held.IsZero() {
 		attrs = append(attrs, "held_at", st.Held.Format(time.RFC3339))
+	}
+	if st.QuarantineEntered+st.QuarantineLeft+st.QuarantineRetries > 0 {
+		attrs = append(attrs, "quarantine_entered", st.QuarantineEntered, "quarantine_left", st.QuarantineLeft, "quarantine_retried", st.QuarantineRetries)
 	}
 	if len(st.LateArrivals) > 0 {
 		attrs = append(attrs, "late_arrivals", len(st.LateArrivals), "latest_late_s", slices.Max(st.LateArrivals).Seconds())

@@ -163,7 +163,7 @@ func demoConfig(simURL, natsURL, statePath string, interval time.Duration) *Conf
 		NATSURL: natsURL, Stream: "ORDERS", StreamCreate: true, DuplicateWindow: 10 * time.Minute, StreamReplicas: 1,
 		SubjectPrefix: "orders", PublishInFlight: 256, StatePath: statePath, OutboxMax: 100000,
 		PollInterval: interval, Settle: time.Second, Overlap: 5 * time.Second, StartFrom: StartFrom{Back: 30 * 24 * time.Hour},
-		CallShare: 0.25, ItemsPerPage: 250, SlicePages: 4, Keyset: "auto", BadEntries: "hold",
+		CallShare: 0.25, ItemsPerPage: 250, SlicePages: 4, Keyset: "auto", BadEntries: "quarantine",
 		// Relations with coded values, so the events show data.labels.
 		With:     []string{"addresses", "amounts", "payments"},
 		HTTPAddr: freeAddr(demoHTTPAddr), LogFormat: "text", LogLevel: "warn", ShutdownTimeout: 5 * time.Second,

@@ -189,6 +189,13 @@ func (f *faultEnv) quiesce() {
 // event shows a status the order never had, every event validates.
 func (f *faultEnv) check() (events int) {
 	f.t.Helper()
+	return f.checkExcept(nil)
+}
+
+// checkExcept is check, except that the orders in except need not end in
+// their true state (an order held back on purpose, e.g. quarantined).
+func (f *faultEnv) checkExcept(except map[int64]bool) (events int) {
+	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stream, total := f.stream(ctx)
@@ -255,7 +262,7 @@ func (f *faultEnv) check() (events int) {
 	}
 	for _, o := range f.sim.Orders() {
 		want := st{plenty.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
-		if got, ok := fold[o.ID]; !ok || got != want {
+		if got, ok := fold[o.ID]; (!ok || got != want) && !except[o.ID] {
 			f.t.Errorf("order %d: the stream folds to %+v, the order is %+v", o.ID, got, want)
 		}
 	}

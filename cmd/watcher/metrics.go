@@ -53,6 +53,7 @@ type liveSources struct {
 	serverNow     func() time.Time
 	blockedUntil  func() time.Time // zero when no wait is pending
 	startFrom     time.Time        // where the first sweep begins (lag before the first watermark)
+	quarantined   func() int       // orders in quarantine (undecodable entries); -1 when unknown
 }
 
 func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
@@ -181,6 +182,9 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 			}
 			return now.Sub(live.startFrom).Seconds()
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_quarantined_orders", Help: "Orders in quarantine: their entries cannot be decoded, the other orders flow on, these are retried by id (watcher state lists them with the reason).",
+		}, func() float64 { return float64(live.quarantined()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "orderwatch_throttle_blocked_until_timestamp_seconds", Help: "No call is made before this unix time (Retry-After, a spent quota); 0 when no wait is pending.",
 		}, func() float64 {

@@ -30,6 +30,9 @@ type stateReport struct {
 	OrdersTracked int       `json:"ordersTracked"`
 	OutboxDepth   int       `json:"outboxDepth"`
 	FirstSync     firstSync `json:"firstSync"`
+	// Quarantine lists the orders whose entries cannot be decoded
+	// (quarantine.go), with the raw reason.
+	Quarantine []state.Quarantined `json:"quarantine"`
 }
 
 // firstSync is the progress of the first sweep (the baseline): the share of
@@ -41,8 +44,10 @@ type firstSync struct {
 
 // orderReport is one order's tracked state (GET /state/orders/{id}).
 type orderReport struct {
-	OrderID int64      `json:"orderId"`
-	State   diff.State `json:"state"` // the shape of an event's data.after
+	OrderID int64       `json:"orderId"`
+	State   *diff.State `json:"state"` // the shape of an event's data.after; null when never read
+	// Quarantine is set while the order's entry cannot be decoded.
+	Quarantine *state.Quarantined `json:"quarantine,omitempty"`
 }
 
 // newStateReport reads the report from an open state file. start is the
@@ -52,11 +57,16 @@ func newStateReport(s *state.Store, start StartFrom) (stateReport, error) {
 	if err != nil {
 		return stateReport{}, err
 	}
+	qs, err := quarantineReport(s)
+	if err != nil {
+		return stateReport{}, err
+	}
 	return stateReport{
 		StateFile: s.Path(), FileSizeBytes: st.FileSize, SchemaVersion: st.SchemaVersion,
 		Watermark: st.Watermark, Baseline: st.Baseline, LastSweep: st.LastSweep,
 		OrdersTracked: st.Orders, OutboxDepth: st.OutboxDepth,
-		FirstSync: firstSync{Done: st.BaselineDone, Progress: firstSyncProgress(st, start)},
+		FirstSync:  firstSync{Done: st.BaselineDone, Progress: firstSyncProgress(st, start)},
+		Quarantine: qs,
 	}, nil
 }
 
@@ -82,17 +92,22 @@ func firstSyncProgress(st state.Stats, start StartFrom) float64 {
 	return min(max(float64(st.Watermark.Sub(from))/float64(total), 0), 1)
 }
 
-// lookupOrder reads one order's tracked state; ok is false when the order
-// is not tracked.
+// lookupOrder reads one order's tracked state and quarantine record; ok
+// is false when the order is neither tracked nor quarantined.
 func lookupOrder(s *state.Store, id int64) (orderReport, bool, error) {
 	out := make([]*diff.State, 1)
 	if err := s.Lookup([]int64{id}, out); err != nil {
 		return orderReport{}, false, err
 	}
-	if out[0] == nil {
-		return orderReport{}, false, nil
+	rep := orderReport{OrderID: id, State: out[0]}
+	q, found, err := s.QuarantinedOrder(id)
+	if err != nil {
+		return orderReport{}, false, err
 	}
-	return orderReport{OrderID: id, State: *out[0]}, true, nil
+	if found {
+		rep.Quarantine = &q
+	}
+	return rep, rep.State != nil || found, nil
 }
 
 // parseOrderID reads an order id of the command line or a URL.
@@ -298,4 +313,5 @@ func printStateReport(w io.Writer, rep stateReport, now time.Time) {
 	fmt.Fprintf(w, "last sweep     %s\n", ts(rep.LastSweep))
 	fmt.Fprintf(w, "orders         %d\n", rep.OrdersTracked)
 	fmt.Fprintf(w, "outbox depth   %d\n", rep.OutboxDepth)
+	printQuarantine(w, rep.Quarantine, now)
 }
