@@ -74,7 +74,7 @@ type Config struct {
 	ItemsPerPage   int           `envconfig:"ITEMS_PER_PAGE" default:"250" desc:"Requested page size (the service may cap it)"`
 	SlicePages     int           `envconfig:"SLICE_PAGES" default:"4" desc:"Most pages per verified time slice"`
 	Keyset         string        `envconfig:"KEYSET" default:"auto" desc:"Page a one-second bulk that offset paging cannot verify by orderId=gt:: auto (falls back when the service ignores the filter), true or false"`
-	BadEntries     string        `envconfig:"BAD_ENTRIES" default:"hold" desc:"Undecodable entry: hold (keep the watermark) or skip"`
+	BadEntries     string        `envconfig:"BAD_ENTRIES" default:"quarantine" desc:"Undecodable entry: quarantine (hold back only its order, retry it by id; alias hold) or skip"`
 
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:":9090" desc:"Listen address of /healthz, /readyz and /metrics"`
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`

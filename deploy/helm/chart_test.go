@@ -1452,7 +1452,7 @@ func TestSchemaRejects(t *testing.T) {
 		"plenty.pasword=typo",                                   // unknown keys are errors, not ignored
 		"log.format=xml",                                        // enum json|text
 		"log.level=trace",                                       // enum
-		"sweep.badEntries=drop",                                 // enum hold|skip
+		"sweep.badEntries=drop",                                 // enum quarantine|hold|skip
 		"sweep.pollInterval=30",                                 // a number, not a Go duration
 		"sweep.settle=10 s",                                     // not a Go duration
 		"sweep.startFrom=yesterday",                             // neither RFC 3339 nor a duration
