@@ -200,17 +200,19 @@ type Server struct {
 	genRNG  *rand.Rand
 	mutRNG  *rand.Rand
 
-	ctl          sync.Mutex // guards everything below
-	limits       Limits
-	faults       Faults
-	faultRNG     *rand.Rand
-	sessions     map[string]*session // by access token
-	refreshes    map[string]*session // by refresh token
-	live         map[*session]struct{}
-	throttle     throttleState
-	stats        Stats
-	beforeSearch func(*http.Request, int)
-	lostLogins   lostLogins // see FailLogins
+	ctl           sync.Mutex // guards everything below
+	limits        Limits
+	faults        Faults
+	faultRNG      *rand.Rand
+	sessions      map[string]*session // by access token
+	refreshes     map[string]*session // by refresh token
+	live          map[*session]struct{}
+	throttle      throttleState
+	stats         Stats
+	beforeSearch  func(*http.Request, int)
+	lostLogins    lostLogins // see FailLogins
+	lostRefreshes int        // see FailRefreshes
+	rejectNew     rejectNew  // see RejectNewTokens
 }
 
 // New returns a Server without orders. It panics when cfg.Validate fails.
