@@ -64,7 +64,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	d.client, err = plenty.New(plenty.Config{
 		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
 		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
-		UserAgent: "orderwatch/" + version, Tokens: d.store,
+		UserAgent: "orderwatch/" + version, Tokens: d.store, Sessions: d.store,
 		Logger:     log.With("component", "client"),
 		OnResponse: func(c plenty.CallInfo) { m.observeCall(c) },
 		OnLogin:    func(r plenty.LoginResult) { m.observeLogin(r) },
