@@ -131,6 +131,13 @@ type Config struct {
 	// OnError is called for every failed attempt (publish, PubAck, flush,
 	// outbox read or delete, stream check); the publisher retries.
 	OnError func(err error)
+	// OnDuplicate is called for every PubAck that reports a duplicate: the
+	// stream already had the entry (dropped by its Nats-Msg-Id).
+	OnDuplicate func()
+	// OnLookup is called for every look-up of an entry in the stream
+	// before it is sent again past the duplicate window: result is
+	// "stored" (deleted without sending), "not_stored" (sent) or "error".
+	OnLookup func(result string)
 }
 
 // Publisher drains an outbox to NATS. Run and Flush may be called from
@@ -149,6 +156,16 @@ type Publisher struct {
 
 	published atomic.Uint64
 	ensured   atomic.Bool // the stream was found or created and checked
+
+	// Exactly-once past the duplicate window (sent.go); only the drain
+	// holding sem touches these but window and stream.
+	window    atomic.Int64 // the existing stream's duplicate window (nanos)
+	stream    atomic.Value // jetstream.Stream of the last EnsureStream
+	marks     sendMarks    // nil: the outbox keeps no send marks
+	marksRead bool
+	prevSent  uint64               // entries up to this Seq may have been sent by an earlier process
+	sentMark  uint64               // persisted: no entry above it was ever sent
+	firstSent map[uint64]time.Time // this process's first send of each unacknowledged entry
 
 	sigMu   sync.Mutex
 	deleted chan struct{} // closed (and replaced) after every outbox delete
@@ -210,15 +227,17 @@ func New(nc *nats.Conn, outbox Outbox, cfg Config) (*Publisher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Publisher{
-		nc:      nc,
-		outbox:  outbox,
-		cfg:     cfg,
-		log:     log.With("component", "publisher"),
-		notify:  make(chan struct{}, 1),
-		sem:     make(chan struct{}, 1),
-		deleted: make(chan struct{}),
-		results: results{signal: make(chan struct{}, 1)},
+		nc:        nc,
+		outbox:    outbox,
+		cfg:       cfg,
+		log:       log.With("component", "publisher"),
+		notify:    make(chan struct{}, 1),
+		sem:       make(chan struct{}, 1),
+		deleted:   make(chan struct{}),
+		results:   results{signal: make(chan struct{}, 1)},
+		firstSent: map[uint64]time.Time{},
 	}
+	p.marks, _ = outbox.(sendMarks)
 	if cfg.Stream != "" {
 		js, err := jetstream.New(nc,
 			jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight),

@@ -70,9 +70,13 @@ func (p *Publisher) EnsureStream(ctx context.Context) error {
 	} else if err != nil {
 		return p.apiError("look up", err)
 	}
-	if err := p.checkStream(s.CachedInfo(), want); err != nil {
+	info := s.CachedInfo()
+	if err := p.checkStream(info, want); err != nil {
 		return err
 	}
+	// The window that applies is the stream's, whatever the Config says.
+	p.window.Store(int64(info.Config.Duplicates))
+	p.stream.Store(s)
 	p.ensured.Store(true)
 	return nil
 }

@@ -1,0 +1,139 @@
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Exactly-once past the duplicate window.
+//
+// A stream drops a second copy of a message by its Nats-Msg-Id only within
+// its duplicate window, counted from when the first copy was stored. An
+// outbox entry whose PubAck was lost (NATS went away, the process was
+// killed between the PubAck and the delete) is sent again after the outage
+// or the restart; when that is later than the window, the stream would
+// store it twice. So an entry that may have been sent before and is older
+// than half the window is first looked up in the stream: the last message
+// on its exact subject. The publisher never sends an entry of an order
+// before the previous entry of that order is acknowledged (or found), and
+// the order id is the subject's last token, so no later message can be on
+// that subject: if the last one carries the entry's id, the entry is stored
+// and is deleted from the outbox without sending; otherwise it is sent.
+//
+// Which entries may have been sent before:
+//   - sent by this process: their first send is in memory (firstSent, on
+//     the monotonic clock); looked up once half the window has passed;
+//   - left by an earlier process: the publisher keeps a mark in the state
+//     file (record "publisher": no entry above sent_through was ever sent),
+//     written before the first entry above it goes out, once per batch
+//     read. Entries up to the mark that this process has not sent are
+//     always looked up (a few hundred at most after a restart: those in
+//     flight or awaiting their delete), whatever the local clock says.
+//     Without the record (the first start of this version) every entry in
+//     the outbox at the start counts as possibly sent.
+
+// sendMarks is what the publisher keeps of its sends in the state file
+// (implemented by *state.Store).
+type sendMarks interface {
+	SaveRecord(name string, v any) error
+	LoadRecord(name string, v any) (found bool, err error)
+	OutboxLastSeq() (uint64, error)
+}
+
+// PublisherRecord is the name of the publisher's record in the state file.
+const PublisherRecord = "publisher"
+
+// sentRecord is the JSON of the "publisher" record.
+type sentRecord struct {
+	SentThrough uint64 `json:"sent_through"`
+}
+
+// Lookup results (Config.OnLookup).
+const (
+	LookupStored    = "stored"
+	LookupNotStored = "not_stored"
+	LookupError     = "error"
+)
+
+// readMarks loads the send mark once (the drain, before the first send).
+func (p *Publisher) readMarks() error {
+	if p.marksRead {
+		return nil
+	}
+	if p.marks == nil {
+		p.prevSent, p.sentMark = math.MaxUint64, math.MaxUint64
+		p.marksRead = true
+		return nil
+	}
+	var r sentRecord
+	found, err := p.marks.LoadRecord(PublisherRecord, &r)
+	if err != nil {
+		p.log.Warn("the publisher's record in the state file is unreadable; every entry in the outbox counts as possibly sent", "err", err)
+	}
+	if found && err == nil {
+		p.prevSent = r.SentThrough
+	} else {
+		last, err := p.marks.OutboxLastSeq()
+		if err != nil {
+			return fmt.Errorf("read outbox: %w", err)
+		}
+		p.prevSent = last
+	}
+	p.sentMark = p.prevSent
+	p.marksRead = true
+	return nil
+}
+
+// markSent persists that entries up to seq may be sent from now on.
+func (p *Publisher) markSent(seq uint64) error {
+	if p.marks == nil || seq <= p.sentMark {
+		return nil
+	}
+	if err := p.marks.SaveRecord(PublisherRecord, sentRecord{SentThrough: seq}); err != nil {
+		return fmt.Errorf("save the publisher's send mark: %w", err)
+	}
+	p.sentMark = seq
+	return nil
+}
+
+// duplicateWindow is the existing stream's duplicate window.
+func (p *Publisher) duplicateWindow() time.Duration { return time.Duration(p.window.Load()) }
+
+// needsLookup reports whether pe may already be in the stream with its id
+// forgotten by the duplicate window.
+func (p *Publisher) needsLookup(pe *pending) bool {
+	if first, ok := p.firstSent[pe.seq]; ok {
+		return time.Since(first) >= p.duplicateWindow()/2
+	}
+	return pe.seq <= p.prevSent
+}
+
+// stored looks pe up in the stream: true when the last message on its
+// subject is pe.
+func (p *Publisher) stored(ctx context.Context, pe *pending) (bool, error) {
+	s, _ := p.stream.Load().(jetstream.Stream)
+	if s == nil {
+		return false, errors.New("stream not checked yet")
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout)
+	defer cancel()
+	msg, err := s.GetLastMsgForSubject(ctx, pe.msg.Subject)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return msg.Header.Get(jetstream.MsgIDHeader) == pe.id[0], nil
+}
+
+func (p *Publisher) noteLookup(result string) {
+	if p.cfg.OnLookup != nil {
+		p.cfg.OnLookup(result)
+	}
+}
