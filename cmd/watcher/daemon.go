@@ -96,6 +96,8 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		Replicas: cfg.StreamReplicas, MaxInFlight: cfg.PublishInFlight, Logger: log,
 		OnPublished: func(n int, _ time.Duration) { m.published.Add(float64(n)) },
 		OnError:     func(error) { m.publishErrors.Inc() },
+		OnDuplicate: func() { m.publishDups.Inc() },
+		OnLookup:    func(r string) { m.dedupLookups.WithLabelValues(r).Inc() },
 	})
 	if err != nil {
 		return nil, configErr("%v", err)
