@@ -166,6 +166,7 @@ type Publisher struct {
 	prevSent  uint64               // entries up to this Seq may have been sent by an earlier process
 	sentMark  uint64               // persisted: no entry above it was ever sent
 	firstSent map[uint64]time.Time // this process's first send of each unacknowledged entry
+	prevIDs   map[string]uint64    // ids of the entries up to prevSent, read when first needed
 
 	sigMu   sync.Mutex
 	deleted chan struct{} // closed (and replaced) after every outbox delete

@@ -21,9 +21,14 @@ import (
 // than half the window is first looked up in the stream: the last message
 // on its exact subject. The publisher never sends an entry of an order
 // before the previous entry of that order is acknowledged (or found), and
-// the order id is the subject's last token, so no later message can be on
-// that subject: if the last one carries the entry's id, the entry is stored
-// and is deleted from the outbox without sending; otherwise it is sent.
+// the order id is the subject's last token. So if the entry is stored, the
+// last message on its subject is the entry itself or a later entry of the
+// order, sent after the entry's PubAck; such a later entry is still in
+// the outbox (the background deletes never remove it before the entry,
+// acknowledged first) and was sent by an earlier process (this one sends nothing
+// of the order before this entry is resolved). If the last message carries
+// the entry's id or such a later entry's, the entry is stored and is
+// deleted from the outbox without sending; otherwise it is sent.
 //
 // Which entries may have been sent before:
 //   - sent by this process: their first send is in memory (firstSent, on
@@ -129,7 +134,48 @@ func (p *Publisher) stored(ctx context.Context, pe *pending) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	return msg.Header.Get(jetstream.MsgIDHeader) == pe.id[0], nil
+	id := msg.Header.Get(jetstream.MsgIDHeader)
+	if id == pe.id[0] {
+		return true, nil
+	}
+	// Another event of the order is the last on the subject. If it is a
+	// later entry an earlier process sent (acknowledged entries are
+	// deleted in the background: an entry can be acknowledged, its
+	// successor sent and stored, and both still be in the outbox at a
+	// crash), pe was acknowledged before it went out: pe is stored.
+	later, err := p.sentAfter(id, pe.seq)
+	if err != nil {
+		return false, fmt.Errorf("read outbox: %w", err)
+	}
+	return later, nil
+}
+
+// sentAfter reports whether id is the id of an outbox entry after seq that
+// an earlier process may have sent (seq <= prevSent). The ids of those
+// entries are read once, when first needed: they are the entries that were
+// in flight or awaiting their delete, a few hundred.
+func (p *Publisher) sentAfter(id string, seq uint64) (bool, error) {
+	if p.prevIDs == nil {
+		p.prevIDs = map[string]uint64{}
+		for after := uint64(0); after < p.prevSent; {
+			es, err := p.outbox.Outbox(after, p.cfg.BatchSize)
+			if err != nil {
+				p.prevIDs = nil
+				return false, err
+			}
+			for _, e := range es {
+				if e.Seq <= p.prevSent {
+					p.prevIDs[e.ID] = e.Seq
+				}
+				after = e.Seq
+			}
+			if len(es) < p.cfg.BatchSize {
+				break
+			}
+		}
+	}
+	s, ok := p.prevIDs[id]
+	return ok && s > seq, nil
 }
 
 func (p *Publisher) noteLookup(result string) {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/publisher"
+	"github.com/orderwatch/orderwatch/state"
 )
 
 // window is the duplicate window of the streams of these tests: short, so
@@ -163,5 +164,45 @@ func TestNoLookupForEntriesNeverSent(t *testing.T) {
 	_, js := plainConn(t, srv.url())
 	if n := len(readStream(t, js, stream)); n != 80 {
 		t.Errorf("%d messages in the stream, want 80", n)
+	}
+}
+
+// An entry acknowledged but not deleted, the next event of its order on
+// the same subject sent and stored after it, then a crash and a restart
+// later than the window: the last message on the subject is the later
+// event, which proves the earlier one stored (it went out only after the
+// earlier one's PubAck). Neither is sent again.
+func TestSameSubjectSuccessorStoredBeforeCrash(t *testing.T) {
+	srv := runServer(t, nil)
+	createStream(t, srv.url(), false)
+	st := &failingDeletes{Store: openStore(t, false)}
+	want := []state.OutboxEntry{
+		{ID: "update-1", Subject: "orders.updated.7", Payload: []byte(`{"n":1}`)},
+		{ID: "update-2", Subject: "orders.updated.7", Payload: []byte(`{"n":2}`)},
+	}
+	commit(t, st.Store, want)
+	st.fail.Store(true)
+	first := newPublisher(t, connect(t, srv.url()), st)
+	stop := startRun(t, first)
+	_, js := plainConn(t, srv.url())
+	ids := func() []string {
+		var out []string
+		for _, m := range readStream(t, js, stream) {
+			out = append(out, m.MsgID)
+		}
+		return out
+	}
+	waitFor(t, 10*time.Second, "both events stored", func() bool { return len(ids()) == 2 })
+	stop() // killed: both still in the outbox
+	time.Sleep(window + time.Second)
+	st.fail.Store(false)
+	l := &lookups{by: map[string]int{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := newPublisher(t, connect(t, srv.url()), st.Store, l.config).Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(); len(got) != 2 || got[0] != "update-1" || got[1] != "update-2" || l.get(publisher.LookupStored) != 2 {
+		t.Errorf("stream %v, look-ups %v: want [update-1 update-2], both found", got, l.by)
 	}
 }
