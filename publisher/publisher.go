@@ -1,6 +1,7 @@
 // Package publisher drains the transactional outbox of the state file to NATS:
-// into a JetStream stream (exactly once within the stream's duplicate window)
-// or, without a stream, as core NATS messages (at most once).
+// into a JetStream stream (exactly once, also past the stream's duplicate
+// window: see sent.go) or, without a stream, as core NATS messages (at most
+// once).
 //
 // # Delivery
 //
@@ -55,7 +56,9 @@
 // group (deleter.go): up to 8192 entries or 50 ms, and always before the
 // outbox is read again after a failure and before Flush returns. An entry
 // acknowledged but not yet deleted when the process dies is sent again after
-// the restart and dropped by the stream as a duplicate.
+// the restart and dropped by the stream as a duplicate, or, past the
+// duplicate window, found in the stream and deleted without sending
+// (sent.go).
 //
 // # Core NATS
 //

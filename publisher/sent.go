@@ -35,8 +35,8 @@ import (
 //     the monotonic clock); looked up once half the window has passed;
 //   - left by an earlier process: the publisher keeps a mark in the state
 //     file (record "publisher": no entry above sent_through was ever sent),
-//     written before the first entry above it goes out, once per batch
-//     read. Entries up to the mark that this process has not sent are
+//     written (a batch ahead) before the first entry above it goes out.
+//     Entries up to the mark that this process has not sent are
 //     always looked up (a few hundred at most after a restart: those in
 //     flight or awaiting their delete), whatever the local clock says.
 //     Without the record (the first start of this version) every entry in
@@ -94,15 +94,19 @@ func (p *Publisher) readMarks() error {
 	return nil
 }
 
-// markSent persists that entries up to seq may be sent from now on.
+// markSent persists that entries up to seq may be sent from now on. The
+// mark is set a batch ahead, so that a trickle of entries costs one write
+// per batch, not one per read; the price is up to a batch of needless
+// look-ups after a restart.
 func (p *Publisher) markSent(seq uint64) error {
 	if p.marks == nil || seq <= p.sentMark {
 		return nil
 	}
-	if err := p.marks.SaveRecord(PublisherRecord, sentRecord{SentThrough: seq}); err != nil {
+	mark := seq + uint64(p.cfg.BatchSize)
+	if err := p.marks.SaveRecord(PublisherRecord, sentRecord{SentThrough: mark}); err != nil {
 		return fmt.Errorf("save the publisher's send mark: %w", err)
 	}
-	p.sentMark = seq
+	p.sentMark = mark
 	return nil
 }
 
