@@ -112,11 +112,6 @@ func (p *Publisher) drainJetStream(ctx context.Context, untilEmpty bool) error {
 			p.wait(ctx, bo.NextBackOff())
 			continue
 		}
-		if err := p.readMarks(); err != nil {
-			p.failed(err)
-			p.wait(ctx, bo.NextBackOff())
-			continue
-		}
 		a := p.newAttempt()
 		a.ctx, a.del = ctx, del
 		done, err := a.run(ctx, untilEmpty, idle, del)

@@ -162,10 +162,9 @@ type Publisher struct {
 
 	// Exactly-once past the duplicate window (sent.go); only the drain
 	// holding sem touches these but window and stream.
-	window    atomic.Int64 // the existing stream's duplicate window (nanos)
-	stream    atomic.Value // jetstream.Stream of the last EnsureStream
-	marks     sendMarks    // nil: the outbox keeps no send marks
-	marksRead bool
+	window    atomic.Int64         // the existing stream's duplicate window (nanos)
+	stream    atomic.Value         // jetstream.Stream of the last EnsureStream
+	marks     sendMarks            // nil: the outbox keeps no send marks
 	prevSent  uint64               // entries up to this Seq may have been sent by an earlier process
 	sentMark  uint64               // persisted: no entry above it was ever sent
 	firstSent map[uint64]time.Time // this process's first send of each unacknowledged entry
@@ -242,6 +241,7 @@ func New(nc *nats.Conn, outbox Outbox, cfg Config) (*Publisher, error) {
 		firstSent: map[uint64]time.Time{},
 	}
 	p.marks, _ = outbox.(sendMarks)
+	p.readMarks()
 	if cfg.Stream != "" {
 		js, err := jetstream.New(nc,
 			jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight),

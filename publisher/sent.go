@@ -65,33 +65,32 @@ const (
 	LookupError     = "error"
 )
 
-// readMarks loads the send mark once (the drain, before the first send).
-func (p *Publisher) readMarks() error {
-	if p.marksRead {
-		return nil
-	}
+// readMarks loads the send mark (New, before anything is committed by
+// this process): entries in the outbox now that are not above the mark may
+// have been sent by an earlier process. Without a record, every entry in
+// the outbox now counts (an earlier version kept no mark); entries
+// committed later never do.
+func (p *Publisher) readMarks() {
+	p.prevSent, p.sentMark = math.MaxUint64, math.MaxUint64
 	if p.marks == nil {
-		p.prevSent, p.sentMark = math.MaxUint64, math.MaxUint64
-		p.marksRead = true
-		return nil
+		return
 	}
 	var r sentRecord
 	found, err := p.marks.LoadRecord(PublisherRecord, &r)
 	if err != nil {
 		p.log.Warn("the publisher's record in the state file is unreadable; every entry in the outbox counts as possibly sent", "err", err)
 	}
-	if found && err == nil {
-		p.prevSent = r.SentThrough
-	} else {
-		last, err := p.marks.OutboxLastSeq()
-		if err != nil {
-			return fmt.Errorf("read outbox: %w", err)
-		}
+	last, lerr := p.marks.OutboxLastSeq()
+	switch {
+	case lerr != nil:
+		p.log.Warn("could not read the outbox; every entry in it counts as possibly sent", "err", lerr)
+		return
+	case found && err == nil:
+		p.prevSent = min(r.SentThrough, last)
+	default:
 		p.prevSent = last
 	}
 	p.sentMark = p.prevSent
-	p.marksRead = true
-	return nil
 }
 
 // markSent persists that entries up to seq may be sent from now on. The
