@@ -127,9 +127,10 @@ type Client struct {
 	token          Token
 	tokenLoaded    bool
 	logins         loginGuard
-	fresh          atomic.Bool // the token in hand has not served a call yet
-	refreshRefused bool        // the service does not renew tokens: re-login on expiry
-	refreshRetry   time.Time   // no renewal attempt before this (after a transient failure)
+	refreshRefused bool      // the service does not renew tokens: re-login on expiry
+	refreshRetry   time.Time // no renewal attempt before this (after a transient failure)
+
+	fresh atomic.Bool // the token in hand has not served a call yet (set with sessMu held)
 
 	mono        func() time.Duration
 	clockMu     sync.Mutex
