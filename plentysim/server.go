@@ -200,19 +200,20 @@ type Server struct {
 	genRNG  *rand.Rand
 	mutRNG  *rand.Rand
 
-	ctl           sync.Mutex // guards everything below
-	limits        Limits
-	faults        Faults
-	faultRNG      *rand.Rand
-	sessions      map[string]*session // by access token
-	refreshes     map[string]*session // by refresh token
-	live          map[*session]struct{}
-	throttle      throttleState
-	stats         Stats
-	beforeSearch  func(*http.Request, int)
-	lostLogins    lostLogins // see FailLogins
-	lostRefreshes int        // see FailRefreshes
-	rejectNew     rejectNew  // see RejectNewTokens
+	ctl          sync.Mutex // guards everything below
+	limits       Limits
+	faults       Faults
+	faultRNG     *rand.Rand
+	sessions     map[string]*session // by access token
+	refreshes    map[string]*session // by refresh token
+	live         map[*session]struct{}
+	throttle     throttleState
+	stats        Stats
+	beforeSearch func(*http.Request, int)
+	lostLogins   lostLogins // see FailLogins
+
+	lostRefreshes int       // see FailRefreshes (ctl)
+	rejectNew     rejectNew // see RejectNewTokens (ctl)
 }
 
 // New returns a Server without orders. It panics when cfg.Validate fails.
