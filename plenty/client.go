@@ -68,6 +68,10 @@ type Config struct {
 	UserAgent  string        // default "orderwatch"
 
 	Tokens TokenStore // where the session is kept across restarts; default in memory
+	// Sessions keeps the login guard across restarts (record "sessions":
+	// pending login waits, sessions that may be open without a token);
+	// nil = in memory only.
+	Sessions SessionRecords
 	// RenewBefore: a token this close to its expiry is renewed through
 	// POST /rest/login/refresh where the service accepts it. Default 10m.
 	RenewBefore time.Duration
@@ -125,6 +129,8 @@ type Client struct {
 	logins         loginGuard
 	refreshRefused bool      // the service does not renew tokens: re-login on expiry
 	refreshRetry   time.Time // no renewal attempt before this (after a transient failure)
+
+	fresh atomic.Bool // the token in hand has not served a call yet (set with sessMu held)
 
 	mono        func() time.Duration
 	clockMu     sync.Mutex
@@ -350,6 +356,9 @@ func (c *Client) call(ctx context.Context, r request) error {
 		sent.Store(false)
 		status, body, err := c.exchange(ctx, r, tok.AccessToken)
 		if err == nil && status/100 == 2 {
+			if r.auth {
+				c.served(tok)
+			}
 			if r.decode == nil {
 				return nil
 			}
@@ -370,15 +379,14 @@ func (c *Client) call(ctx context.Context, r request) error {
 			if r.final && status >= 500 {
 				return r.lost(nil, apiErr)
 			}
-			if status == http.StatusUnauthorized && r.auth && !relogged {
-				relogged = true
-				c.dropToken(ctx, tok)
-				continue
-			}
 			if status == http.StatusUnauthorized && r.auth {
-				// A fresh session refused too: logging in again each sweep
-				// would only pile up sessions.
-				c.holdLogin(apiErr)
+				// A token that served calls: log in again once. A fresh
+				// one: escalating waits, never a burst of logins.
+				if c.tokenRejected(ctx, tok, apiErr) && !relogged {
+					relogged = true
+					continue
+				}
+				return apiErr
 			}
 			if !apiErr.Retryable() {
 				return apiErr

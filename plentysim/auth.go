@@ -23,6 +23,9 @@ type session struct {
 	access  string
 	refresh string
 	expires time.Time
+	// rejectUntil: the tokens answer 401 before this, though the session
+	// is live and counts against MaxSessions (see RejectNewTokens).
+	rejectUntil time.Time
 }
 
 // Fixed response bodies (see the fixtures).
@@ -66,7 +69,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 		status, body = http.StatusTooManyRequests, sessionLimitBody(s.cfg.MaxSessions)
 	default:
 		sess := &session{user: user, expires: now.Add(s.cfg.TokenTTL)}
-		s.issueTokensLocked(sess)
+		s.issueTokensLocked(sess, now)
 		s.live[sess] = struct{}{}
 		n := len(s.live)
 		s.stats.MaxConcurrentSessions = max(s.stats.MaxConcurrentSessions, n)
@@ -147,6 +150,7 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request, now time.T
 	var (
 		status int
 		body   []byte
+		lose   bool
 	)
 	switch {
 	case rej != nil:
@@ -158,11 +162,49 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request, now time.T
 		delete(s.sessions, sess.access)
 		delete(s.refreshes, sess.refresh)
 		sess.expires = now.Add(s.cfg.TokenTTL)
-		s.issueTokensLocked(sess)
+		s.issueTokensLocked(sess, now)
 		status, body = http.StatusOK, s.tokenBody(sess, len(s.live))
+		if s.lostRefreshes > 0 {
+			s.lostRefreshes--
+			s.stats.FaultsInjected++
+			lose = true
+		}
 	}
 	s.ctl.Unlock()
+	if lose {
+		dropConnection(w, body)
+		return
+	}
 	writeJSON(w, status, body)
+}
+
+// FailRefreshes makes the next n refreshes that renew a session lose their
+// answer (half of it is sent, then the connection is closed). The session
+// is renewed all the same: its old tokens answer 401, its new ones reach
+// nobody, and it counts against MaxSessions until it expires. n <= 0 ends
+// it.
+func (s *Server) FailRefreshes(n int) {
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	s.lostRefreshes = max(n, 0)
+}
+
+// RejectNewTokens makes every token issued (by a login or a refresh) during
+// the next d answer 401, as a service does whose nodes do not know a new
+// token yet: until d has passed, or, with forever, until the session
+// expires. The sessions themselves are open and count against MaxSessions
+// until they expire. d <= 0 ends it for tokens issued from now on.
+func (s *Server) RejectNewTokens(d time.Duration, forever bool) {
+	now := s.cfg.Now()
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	s.rejectNew = rejectNew{until: now.Add(max(d, 0)), forever: forever}
+}
+
+// rejectNew is what RejectNewTokens set.
+type rejectNew struct {
+	until   time.Time
+	forever bool
 }
 
 // readForm returns the parameters of a login or refresh request: a JSON
@@ -196,7 +238,14 @@ func readForm(r *http.Request) url.Values {
 }
 
 // issueTokensLocked gives the session a new access and refresh token.
-func (s *Server) issueTokensLocked(sess *session) {
+func (s *Server) issueTokensLocked(sess *session, now time.Time) {
+	sess.rejectUntil = time.Time{}
+	if now.Before(s.rejectNew.until) {
+		sess.rejectUntil = s.rejectNew.until
+		if s.rejectNew.forever {
+			sess.rejectUntil = sess.expires
+		}
+	}
 	sess.access = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9." + randomToken(base64.RawURLEncoding.EncodeToString)
 	sess.refresh = "def50200" + randomToken(hex.EncodeToString)
 	s.sessions[sess.access] = sess
@@ -260,6 +309,9 @@ func (s *Server) sessionLocked(token string, now time.Time) *session {
 	}
 	if !now.Before(sess.expires) {
 		s.dropLocked(sess)
+		return nil
+	}
+	if now.Before(sess.rejectUntil) {
 		return nil
 	}
 	return sess

@@ -301,3 +301,49 @@ func TestFailLogins(t *testing.T) {
 		t.Error("an unknown login fault must be refused")
 	}
 }
+
+// FailRefreshes: the session is renewed (new tokens, the old ones refused)
+// but the answer is dropped; the session stays open.
+func TestFailRefreshes(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.do(http.MethodPost, PathLogin, "", loginBody("demo", "demo"))
+	tk := decodeTokens(t, r.body)
+	h.sim.FailRefreshes(1)
+	resp, err := http.Post(h.srv.URL+PathRefresh, "application/json", bytes.NewReader([]byte(`{"refresh_token":"`+tk.Refresh+`"}`)))
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("refresh: %v, want half an answer, then the connection closed", err)
+	}
+	if got := h.do(http.MethodGet, PathSearch, tk.Access, nil); got.status != http.StatusUnauthorized {
+		t.Errorf("the old token after the renewal: %d, want 401", got.status)
+	}
+	if st := h.sim.Stats(); st.ActiveSessions != 1 || st.RefreshCalls != 1 || st.FaultsInjected != 1 {
+		t.Errorf("stats %+v: want the session still open, one renewal, one fault", st)
+	}
+}
+
+// RejectNewTokens: tokens issued in the window answer 401 (until it ends,
+// or for good) while their sessions count; tokens issued later work.
+func TestRejectNewTokens(t *testing.T) {
+	for _, forever := range []bool{false, true} {
+		h := newHarness(t, Config{})
+		h.sim.RejectNewTokens(time.Minute, forever)
+		early := h.login()
+		if got := h.do(http.MethodGet, PathSearch, early, nil); got.status != http.StatusUnauthorized {
+			t.Errorf("forever=%v: a new token answered %d, want 401", forever, got.status)
+		}
+		h.clock.Advance(2 * time.Minute)
+		if got, want := h.do(http.MethodGet, PathSearch, early, nil).status, map[bool]int{false: 200, true: 401}[forever]; got != want {
+			t.Errorf("forever=%v: the early token after the window answered %d, want %d", forever, got, want)
+		}
+		if got := h.do(http.MethodGet, PathSearch, h.login(), nil); got.status != http.StatusOK {
+			t.Errorf("forever=%v: a token issued after the window answered %d, want 200", forever, got.status)
+		}
+		if st := h.sim.Stats(); st.ActiveSessions != 2 {
+			t.Errorf("forever=%v: %d sessions open, want 2 (the refused token's session counts)", forever, st.ActiveSessions)
+		}
+	}
+}

@@ -21,7 +21,10 @@
 //   - A Date header from the configured clock.
 //   - Injected faults on search: 500, 502 HTML, truncated body, invalid
 //     JSON, dropped connection, latency; on login (FailLogins): the session
-//     is opened and its answer lost (cut, dropped, never sent, or a 500).
+//     is opened and its answer lost (cut, dropped, never sent, or a 500);
+//     on refresh (FailRefreshes): the session is renewed and the answer
+//     dropped; new tokens rejected for a while (RejectNewTokens) while
+//     their sessions stay open.
 //   - One order's entry rendered unreadable in every answer (Corrupt: its
 //     statusId an object, or its id not a number) until the corruption ends;
 //     the order itself does not change.

@@ -212,6 +212,9 @@ type Server struct {
 	stats        Stats
 	beforeSearch func(*http.Request, int)
 	lostLogins   lostLogins // see FailLogins
+
+	lostRefreshes int       // see FailRefreshes (ctl)
+	rejectNew     rejectNew // see RejectNewTokens (ctl)
 }
 
 // New returns a Server without orders. It panics when cfg.Validate fails.

@@ -48,6 +48,8 @@ func newPending(e *state.OutboxEntry) *pending {
 // outbox until a failure (or the end of the drain).
 type jsAttempt struct {
 	p      *Publisher
+	ctx    context.Context // for look-ups in the stream
+	del    *deleter
 	cursor uint64 // last Seq read
 	// inflight: sent, PubAck awaited.
 	inflight map[*nats.Msg]*pending
@@ -111,6 +113,7 @@ func (p *Publisher) drainJetStream(ctx context.Context, untilEmpty bool) error {
 			continue
 		}
 		a := p.newAttempt()
+		a.ctx, a.del = ctx, del
 		done, err := a.run(ctx, untilEmpty, idle, del)
 		// Every entry acknowledged so far is deleted before the outbox is
 		// read again, so it is not sent twice.
@@ -170,6 +173,11 @@ func (a *jsAttempt) run(ctx context.Context, untilEmpty bool, idle *time.Timer, 
 		// Read more: one transaction of up to BatchSize entries.
 		if a.failure == nil && !stopping && !a.exhausted && len(a.inflight) < maxInFlight && len(a.ready) == 0 && a.waiting < batch {
 			entries, err := p.outbox.Outbox(a.cursor, batch)
+			if err == nil && len(entries) > 0 {
+				// Persisted before any of them goes out: a later process
+				// knows which entries may be in the stream already.
+				err = p.markSent(entries[len(entries)-1].Seq)
+			}
 			if err != nil {
 				a.failure = fmt.Errorf("read outbox: %w", err)
 			} else {
@@ -196,7 +204,7 @@ func (a *jsAttempt) run(ctx context.Context, untilEmpty bool, idle *time.Timer, 
 		}
 		select {
 		case <-p.results.signal:
-			a.collect(del)
+			a.collect()
 		case <-p.notify:
 			a.exhausted = false
 		case <-idle.C:
@@ -235,9 +243,31 @@ func (a *jsAttempt) admit(e *state.OutboxEntry) {
 }
 
 // send publishes asynchronously. The entry is registered as in flight before
-// the publish: its PubAck may be queued before PublishMsgAsync returns.
+// the publish: its PubAck may be queued before PublishMsgAsync returns. An
+// entry that may be in the stream already, with its id past the duplicate
+// window, is looked up first (sent.go).
 func (a *jsAttempt) send(pe *pending) {
+	p := a.p
 	pe.sent = time.Now()
+	if p.needsLookup(pe) {
+		stored, err := p.stored(a.ctx, pe)
+		switch {
+		case err != nil:
+			p.noteLookup(LookupError)
+			a.failure = fmt.Errorf("look up outbox entry %d on %s in stream %q before sending it again: %w", pe.seq, pe.msg.Subject, p.cfg.Stream, notConnected(err))
+			return
+		case stored:
+			p.noteLookup(LookupStored)
+			p.log.Info("outbox entry already in the stream (its acknowledgement was lost); deleted without sending it again",
+				"seq", pe.seq, "subject", pe.msg.Subject, "id", pe.id[0])
+			a.acknowledged(pe)
+			return
+		}
+		p.noteLookup(LookupNotStored)
+	}
+	if _, ok := p.firstSent[pe.seq]; !ok {
+		p.firstSent[pe.seq] = pe.sent
+	}
 	a.inflight[&pe.msg] = pe
 	if _, err := a.p.js.PublishMsgAsync(&pe.msg); err != nil {
 		delete(a.inflight, &pe.msg)
@@ -246,7 +276,7 @@ func (a *jsAttempt) send(pe *pending) {
 }
 
 // collect processes the queued PubAcks and publish errors.
-func (a *jsAttempt) collect(del *deleter) {
+func (a *jsAttempt) collect() {
 	items := a.p.results.take(a.buf)
 	for i := range items {
 		r := &items[i]
@@ -265,19 +295,28 @@ func (a *jsAttempt) collect(del *deleter) {
 			a.acked = true
 			a.p.recovered()
 		}
-		del.add(pe.seq, pe.sent)
-		// The order's next entry may go now: this one is stored.
-		if q := a.busy[pe.key]; len(q) > 0 {
-			a.ready = append(a.ready, q[0])
-			q[0] = nil
-			a.busy[pe.key] = q[1:]
-			a.waiting--
-		} else {
-			delete(a.busy, pe.key)
+		if r.ack != nil && r.ack.Duplicate && a.p.cfg.OnDuplicate != nil {
+			a.p.cfg.OnDuplicate()
 		}
+		a.acknowledged(pe)
 	}
 	clear(items)
 	a.buf = items
+}
+
+// acknowledged hands a stored entry to the deleter and lets the order's
+// next entry go.
+func (a *jsAttempt) acknowledged(pe *pending) {
+	delete(a.p.firstSent, pe.seq)
+	a.del.add(pe.seq, pe.sent)
+	if q := a.busy[pe.key]; len(q) > 0 {
+		a.ready = append(a.ready, q[0])
+		q[0] = nil
+		a.busy[pe.key] = q[1:]
+		a.waiting--
+	} else {
+		delete(a.busy, pe.key)
+	}
 }
 
 // publishError describes a failed publish of an entry, with a hint where

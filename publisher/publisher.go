@@ -1,6 +1,7 @@
 // Package publisher drains the transactional outbox of the state file to NATS:
-// into a JetStream stream (exactly once within the stream's duplicate window)
-// or, without a stream, as core NATS messages (at most once).
+// into a JetStream stream (exactly once, also past the stream's duplicate
+// window: see sent.go) or, without a stream, as core NATS messages (at most
+// once).
 //
 // # Delivery
 //
@@ -55,7 +56,9 @@
 // group (deleter.go): up to 8192 entries or 50 ms, and always before the
 // outbox is read again after a failure and before Flush returns. An entry
 // acknowledged but not yet deleted when the process dies is sent again after
-// the restart and dropped by the stream as a duplicate.
+// the restart and dropped by the stream as a duplicate, or, past the
+// duplicate window, found in the stream and deleted without sending
+// (sent.go).
 //
 // # Core NATS
 //
@@ -131,6 +134,13 @@ type Config struct {
 	// OnError is called for every failed attempt (publish, PubAck, flush,
 	// outbox read or delete, stream check); the publisher retries.
 	OnError func(err error)
+	// OnDuplicate is called for every PubAck that reports a duplicate: the
+	// stream already had the entry (dropped by its Nats-Msg-Id).
+	OnDuplicate func()
+	// OnLookup is called for every look-up of an entry in the stream
+	// before it is sent again past the duplicate window: result is
+	// "stored" (deleted without sending), "not_stored" (sent) or "error".
+	OnLookup func(result string)
 }
 
 // Publisher drains an outbox to NATS. Run and Flush may be called from
@@ -149,6 +159,16 @@ type Publisher struct {
 
 	published atomic.Uint64
 	ensured   atomic.Bool // the stream was found or created and checked
+
+	// Exactly-once past the duplicate window (sent.go); only the drain
+	// holding sem touches these but window and stream.
+	window    atomic.Int64         // the existing stream's duplicate window (nanos)
+	stream    atomic.Value         // jetstream.Stream of the last EnsureStream
+	marks     sendMarks            // nil: the outbox keeps no send marks
+	prevSent  uint64               // entries up to this Seq may have been sent by an earlier process
+	sentMark  uint64               // persisted: no entry above it was ever sent
+	firstSent map[uint64]time.Time // this process's first send of each unacknowledged entry
+	prevIDs   map[string]uint64    // ids of the entries up to prevSent, read when first needed
 
 	sigMu   sync.Mutex
 	deleted chan struct{} // closed (and replaced) after every outbox delete
@@ -210,15 +230,18 @@ func New(nc *nats.Conn, outbox Outbox, cfg Config) (*Publisher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Publisher{
-		nc:      nc,
-		outbox:  outbox,
-		cfg:     cfg,
-		log:     log.With("component", "publisher"),
-		notify:  make(chan struct{}, 1),
-		sem:     make(chan struct{}, 1),
-		deleted: make(chan struct{}),
-		results: results{signal: make(chan struct{}, 1)},
+		nc:        nc,
+		outbox:    outbox,
+		cfg:       cfg,
+		log:       log.With("component", "publisher"),
+		notify:    make(chan struct{}, 1),
+		sem:       make(chan struct{}, 1),
+		deleted:   make(chan struct{}),
+		results:   results{signal: make(chan struct{}, 1)},
+		firstSent: map[uint64]time.Time{},
 	}
+	p.marks, _ = outbox.(sendMarks)
+	p.readMarks()
 	if cfg.Stream != "" {
 		js, err := jetstream.New(nc,
 			jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight),

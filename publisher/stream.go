@@ -44,8 +44,8 @@ func (p *Publisher) streamErr(cause error, format string, args ...any) error {
 // duplicate window, MaxAge, MaxBytes and Replicas of the Config. An existing
 // stream must capture "<prefix>.>" with one of its subjects (the subject
 // itself or a wildcard covering it, like ">" or "<prefix>.>") and have a
-// duplicate window, or exactly-once delivery is lost; a window shorter than
-// Config.DuplicateWindow is logged. In core NATS mode it does nothing.
+// duplicate window, or exactly-once delivery is lost; the stream's window
+// applies (a different Config.DuplicateWindow is logged). In core NATS mode it does nothing.
 //
 // Errors about the stream (missing with CreateStream off, wrong subjects, no
 // duplicate window, a mirror, no permission to use the JetStream API,
@@ -70,9 +70,13 @@ func (p *Publisher) EnsureStream(ctx context.Context) error {
 	} else if err != nil {
 		return p.apiError("look up", err)
 	}
-	if err := p.checkStream(s.CachedInfo(), want); err != nil {
+	info := s.CachedInfo()
+	if err := p.checkStream(info, want); err != nil {
 		return err
 	}
+	// The window that applies is the stream's, whatever the Config says.
+	p.window.Store(int64(info.Config.Duplicates))
+	p.stream.Store(s)
 	p.ensured.Store(true)
 	return nil
 }
@@ -150,8 +154,8 @@ func (p *Publisher) checkStream(info *jetstream.StreamInfo, want string) error {
 		return p.streamErr(nil, "has no duplicate window, so a resent event (after a crash or an outage) would be stored twice: "+
 			"set one (nats stream edit %s --dupe-window %v)", p.cfg.Stream, p.cfg.DuplicateWindow)
 	}
-	if cfg.Duplicates < p.cfg.DuplicateWindow {
-		p.log.Warn("stream's duplicate window is shorter than configured: events resent after a longer outage may be stored twice",
+	if cfg.Duplicates != p.cfg.DuplicateWindow {
+		p.log.Info("the stream's duplicate window applies, not the configured one: events that may be stored already and are resent later than half of it are looked up in the stream first",
 			"stream", p.cfg.Stream, "stream_window", cfg.Duplicates.String(), "configured_window", p.cfg.DuplicateWindow.String())
 	}
 	return nil

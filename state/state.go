@@ -760,6 +760,23 @@ func (s *Store) Outbox(afterSeq uint64, max int) ([]OutboxEntry, error) {
 	return out, nil
 }
 
+// OutboxLastSeq returns the highest Seq in the outbox, 0 when it is empty:
+// every entry committed later has a higher one (the publisher tells
+// entries an earlier process may have sent from those it cannot have).
+func (s *Store) OutboxLastSeq() (uint64, error) {
+	var last uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if k, _ := tx.Bucket(bucketOutbox).Cursor().Last(); len(k) == 8 {
+			last = binary.BigEndian.Uint64(k)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read outbox of state file %s: %w", s.path, err)
+	}
+	return last, nil
+}
+
 // DeleteOutbox removes acknowledged entries in one transaction; unknown
 // sequences are ignored.
 func (s *Store) DeleteOutbox(seqs ...uint64) error {

@@ -67,7 +67,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	d.client, err = plenty.New(plenty.Config{
 		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
 		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
-		UserAgent: "orderwatch/" + version, Tokens: d.store,
+		UserAgent: "orderwatch/" + version, Tokens: d.store, Sessions: d.store,
 		Logger:     log.With("component", "client"),
 		OnResponse: func(c plenty.CallInfo) { m.observeCall(c) },
 		OnLogin:    func(r plenty.LoginResult) { m.observeLogin(r) },
@@ -99,6 +99,8 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		Replicas: cfg.StreamReplicas, MaxInFlight: cfg.PublishInFlight, Logger: log,
 		OnPublished: func(n int, _ time.Duration) { m.published.Add(float64(n)) },
 		OnError:     func(error) { m.publishErrors.Inc() },
+		OnDuplicate: func() { m.publishDups.Inc() },
+		OnLookup:    func(r string) { m.dedupLookups.WithLabelValues(r).Inc() },
 	})
 	if err != nil {
 		return nil, configErr("%v", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/poller"
+	"github.com/orderwatch/orderwatch/publisher"
 )
 
 // metrics are the daemon's Prometheus figures. Counters are fed by hooks of
@@ -29,6 +30,8 @@ type metrics struct {
 	events        *prometheus.CounterVec
 	published     prometheus.Counter
 	publishErrors prometheus.Counter
+	publishDups   prometheus.Counter     // PubAcks that reported a duplicate
+	dedupLookups  *prometheus.CounterVec // entries looked up in the stream before a re-send, by result
 	lastSweepOK   prometheus.Gauge
 	logins        *prometheus.CounterVec
 	sweepGap      prometheus.Gauge
@@ -108,6 +111,17 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 		m.logins.WithLabelValues(string(r))
 	}
 	reg.MustRegister(m.logins)
+	m.publishDups = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_publish_duplicates_total", Help: "PubAcks that reported a duplicate: the stream already had the event (dropped by its Nats-Msg-Id within the duplicate window).",
+	})
+	m.dedupLookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orderwatch_publish_dedup_lookups_total",
+		Help: "Outbox entries that may already be in the stream, looked up on their subject before being sent again past the duplicate window, by result: stored (deleted without sending), not_stored (sent), error.",
+	}, []string{"result"})
+	for _, r := range []string{publisher.LookupStored, publisher.LookupNotStored, publisher.LookupError} {
+		m.dedupLookups.WithLabelValues(r)
+	}
+	reg.MustRegister(m.publishDups, m.dedupLookups)
 	m.sweepGap = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orderwatch_sweep_gap_seconds", Help: "Time from the start of the last sweep to the start of the next: the interval, longer when the call budget runs low.",
 	})
