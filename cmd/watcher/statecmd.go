@@ -32,6 +32,9 @@ type stateReport struct {
 	OrdersTracked int       `json:"ordersTracked"`
 	OutboxDepth   int       `json:"outboxDepth"`
 	FirstSync     firstSync `json:"firstSync"`
+
+	Paused *pausedReport `json:"paused,omitempty"` // a pending wait the service asked for (budget.go)
+	Budget *budgetReport `json:"budget,omitempty"` // the sweeps' call budget as last saved (budget.go)
 }
 
 // firstSync is the progress of the first sweep (the baseline): the share of
@@ -54,12 +57,14 @@ func newStateReport(s *state.Store, start StartFrom) (stateReport, error) {
 	if err != nil {
 		return stateReport{}, err
 	}
-	return stateReport{
+	rep := stateReport{
 		StateFile: s.Path(), FileSizeBytes: st.FileSize, SchemaVersion: st.SchemaVersion,
 		Watermark: st.Watermark, Baseline: st.Baseline, LastSweep: st.LastSweep,
 		OrdersTracked: st.Orders, OutboxDepth: st.OutboxDepth,
 		FirstSync: firstSync{Done: st.BaselineDone, Progress: firstSyncProgress(st, start)},
-	}, nil
+	}
+	rep.Paused, rep.Budget = budgetReports(s, time.Now())
+	return rep, nil
 }
 
 // firstSyncProgress: 1 once the baseline is done, else how far the
@@ -118,6 +123,7 @@ func (d *daemon) serveStateReport(w http.ResponseWriter, _ *http.Request) {
 		// (the same figure as orderwatch_first_sync_progress_ratio).
 		rep.FirstSync.Progress = float64(pct) / 100
 	}
+	rep.Paused = newPausedReport(d.client.Pacer().Pending()) // the running process's view
 	writeJSON(w, rep)
 }
 
