@@ -53,9 +53,19 @@ func (d *daemon) restoreBudget() {
 }
 
 // saveBudget persists the budget after a sweep (the poller's OnBudget).
-func (d *daemon) saveBudget(s poller.BudgetState) {
-	if err := d.store.SaveRecord(recordBudget, s); err != nil {
-		d.log.Warn("could not persist the call budget; a restart continues from the last saved one", "err", err)
+func (d *daemon) saveBudget(s poller.BudgetState) { d.saveRecord(recordBudget, s) }
+
+// saveRecord saves one of the budget's records; a failure is logged when
+// saving starts to fail (the state file's own alert covers the rest), and
+// the next save that works is logged too.
+func (d *daemon) saveRecord(name string, v any) {
+	err := d.store.SaveRecord(name, v)
+	if failing := err != nil; d.saveErr.Swap(failing) != failing {
+		if failing {
+			d.log.Warn("could not persist the call budget or the service's wait; a restart continues from the last saved state", "record", name, "err", err)
+		} else {
+			d.log.Info("the call budget and the service's wait are persisted again", "record", name)
+		}
 	}
 }
 
@@ -66,9 +76,7 @@ func (d *daemon) saveWait(w plenty.Wait) {
 	if !w.Until.IsZero() {
 		rec.Waits = append(rec.Waits, w)
 	}
-	if err := d.store.SaveRecord(recordWaits, rec); err != nil {
-		d.log.Warn("could not persist the wait the service asked for; a restart may not know it", "err", err)
-	}
+	d.saveRecord(recordWaits, rec)
 }
 
 // paused says why no call is made for now: the daily quota is spent (the

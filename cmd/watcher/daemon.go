@@ -34,6 +34,7 @@ type daemon struct {
 	pub     *publisher.Publisher
 	metrics *metrics
 	budget  *poller.Budget // the sweeps' call budget (persisted: record "budget"); used by the sweep loop only
+	saveErr atomic.Bool    // the last save of record budget or waits failed (logged once)
 	reg     *prometheus.Registry
 	ln      net.Listener
 
