@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
@@ -135,4 +136,16 @@ func budgetReports(s interface {
 		return paused, nil
 	}
 	return paused, &budgetReport{Level: bs.Level, MeasuredAt: bs.At, DailyLimit: bs.Limit, NextSweep: bs.Next}
+}
+
+// printBudgetReport adds the pending wait and the budget to the text of
+// `watcher state`.
+func printBudgetReport(w io.Writer, rep stateReport, now time.Time) {
+	if rep.Paused != nil {
+		fmt.Fprintf(w, "paused         %s (%s)\n", rep.Paused.Text, rep.Paused.Why)
+	}
+	if b := rep.Budget; b != nil {
+		fmt.Fprintf(w, "call budget    %.0f calls of the daily limit %d's share, as of %s (%s ago)\n",
+			b.Level, b.DailyLimit, b.MeasuredAt.Format(time.RFC3339), now.Sub(b.MeasuredAt).Round(time.Second))
+	}
 }

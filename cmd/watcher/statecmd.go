@@ -324,4 +324,5 @@ func printStateReport(w io.Writer, rep stateReport, now time.Time) {
 	fmt.Fprintf(w, "last sweep     %s\n", ts(rep.LastSweep))
 	fmt.Fprintf(w, "orders         %d\n", rep.OrdersTracked)
 	fmt.Fprintf(w, "outbox depth   %d\n", rep.OutboxDepth)
+	printBudgetReport(w, rep, now) // budget.go
 }
