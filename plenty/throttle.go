@@ -127,7 +127,7 @@ type PacerConfig struct {
 	// wait starts or grows, or the pending one has passed (the zero Wait).
 	// The daemon persists it (record "waits") so that a restarted process
 	// is bound by it too (Restore). It is called without the pacer's lock,
-	// in the order of the changes.
+	// in the order of the changes; it must not call the pacer.
 	OnWait func(Wait)
 	// Now and Sleep replace the clock in tests.
 	Now   func() time.Time
@@ -199,14 +199,12 @@ func (p *Pacer) Wait(ctx context.Context) error {
 		}
 		if !at.After(now) {
 			p.lastCall = now
-			cleared := p.told && !p.notBefore.After(now)
-			if cleared {
+			if p.told && !p.notBefore.After(now) {
 				p.told = false
+				p.tell(Wait{}) // the pending wait has passed: nothing binds a restart; unlocks p.mu
+				return nil
 			}
 			p.mu.Unlock()
-			if cleared {
-				p.tell(Wait{}) // the pending wait has passed: nothing binds a restart
-			}
 			return nil
 		}
 		d := at.Sub(now)
@@ -223,22 +221,24 @@ func (p *Pacer) Observe(status int, t Throttle) {
 	p.mu.Lock()
 	before := p.notBefore
 	p.observe(status, t)
-	w, changed := p.wait, !p.notBefore.Equal(before)
-	if changed {
-		p.told = true
+	if p.notBefore.Equal(before) {
+		p.mu.Unlock()
+		return
 	}
-	p.mu.Unlock()
-	if changed {
-		p.tell(w)
-	}
+	p.told = true
+	p.tell(p.wait) // unlocks p.mu
 }
 
-// tell passes a changed wait to OnWait (without the pacer's lock).
+// tell passes a changed wait to OnWait. Called with p.mu held, it takes
+// the notify lock before it releases p.mu, so that OnWait hears the
+// changes in their order, and calls OnWait without p.mu.
 func (p *Pacer) tell(w Wait) {
 	if p.cfg.OnWait == nil {
+		p.mu.Unlock()
 		return
 	}
 	p.notify.Lock()
+	p.mu.Unlock()
 	defer p.notify.Unlock()
 	p.cfg.OnWait(w)
 }

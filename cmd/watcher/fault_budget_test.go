@@ -94,13 +94,42 @@ func (r *callRecorder) between(from, to time.Time) (n int, nextSearch time.Time)
 	return n, nextSearch
 }
 
-// spendQuotaUntil makes the service's long period end at reset and spends
-// all of it but left calls: a shop whose other integrations used up the
-// day. The simulator's long period started with the watcher's first call.
-func (f *faultEnv) spendQuotaUntil(rec *callRecorder, limits plentysim.Limits, reset time.Time, left int) {
-	limits.LongPeriod = reset.Sub(rec.first())
-	f.sim.SetLimits(limits)
-	f.sim.ConsumeQuota("other-integration", limits.LongLimit-left)
+// quotaLimits are the service's real default limits (166,000 calls a day).
+var quotaLimits = plentysim.Limits{LongLimit: 166000}
+
+// newQuotaEnv runs the watcher at the default configuration and the real
+// limits behind a call recorder, and waits for its first sync.
+func newQuotaEnv(t *testing.T) (*faultEnv, *callRecorder) {
+	f := newFaultEnv(t, plentysim.Config{Limits: quotaLimits}, defaultConfig...)
+	rec := f.recordCalls()
+	f.start()
+	waitSynced(t, f.addr)
+	return f, rec
+}
+
+// spendQuotaOnNextSearch: right before the watcher's next search reaches
+// the service, the shop's other integrations have spent the day's quota
+// but left calls, and the day ends ahead from then (the simulator's long
+// period started with the watcher's first call). It returns when that
+// search came and the reset.
+func (f *faultEnv) spendQuotaOnNextSearch(rec *callRecorder, ahead time.Duration, left int) (at, reset time.Time) {
+	f.t.Helper()
+	hit := make(chan struct{}, 1)
+	rec.onNextSearch(func() {
+		at = time.Now()
+		reset = at.Add(ahead)
+		limits := quotaLimits
+		limits.LongPeriod = reset.Sub(rec.first())
+		f.sim.SetLimits(limits)
+		f.sim.ConsumeQuota("other-integration", limits.LongLimit-left)
+		hit <- struct{}{}
+	})
+	select {
+	case <-hit:
+	case <-time.After(45 * time.Second): // the next sweep comes within the interval (30 s)
+		f.t.Fatal("no search within 45 s")
+	}
+	return at, reset
 }
 
 // readyText polls /readyz until cond holds for its answer.
@@ -126,26 +155,8 @@ func pausedForQuota(code int, body string) bool {
 // /readyz and in the state report meanwhile, and searches again within a
 // minute of the reset.
 func TestFaultBudgetRestartInsideQuotaWait(t *testing.T) {
-	limits := plentysim.Limits{LongLimit: 166000}
-	f := newFaultEnv(t, plentysim.Config{Limits: limits}, defaultConfig...)
-	rec := f.recordCalls()
-	f.start()
-	waitSynced(t, f.addr)
-
-	var reset time.Time
-	hit := make(chan time.Time, 1)
-	rec.onNextSearch(func() {
-		now := time.Now()
-		reset = now.Add(40 * time.Second)
-		f.spendQuotaUntil(rec, limits, reset, 0)
-		hit <- now
-	})
-	var at time.Time
-	select {
-	case at = <-hit:
-	case <-time.After(45 * time.Second): // the next sweep comes within the interval (30 s)
-		t.Fatal("no search within 45 s")
-	}
+	f, rec := newQuotaEnv(t)
+	at, reset := f.spendQuotaOnNextSearch(rec, 40*time.Second, 0)
 	f.readyText("/readyz to say the watcher is paused", 5*time.Second, func(code int, b string) bool { return pausedForQuota(code, b) })
 	time.Sleep(time.Until(at.Add(4 * time.Second)))
 	f.kill()
@@ -189,24 +200,8 @@ func TestFaultBudgetResumeAfterReset(t *testing.T) {
 	if *faultLong {
 		ahead = 3 * time.Minute
 	}
-	limits := plentysim.Limits{LongLimit: 166000}
-	f := newFaultEnv(t, plentysim.Config{Limits: limits}, defaultConfig...)
-	rec := f.recordCalls()
-	f.start()
-	waitSynced(t, f.addr)
-
-	var reset time.Time
-	hit := make(chan struct{}, 1)
-	rec.onNextSearch(func() {
-		reset = time.Now().Add(ahead)
-		f.spendQuotaUntil(rec, limits, reset, 3)
-		hit <- struct{}{}
-	})
-	select {
-	case <-hit:
-	case <-time.After(45 * time.Second):
-		t.Fatal("no search within 45 s")
-	}
+	f, rec := newQuotaEnv(t)
+	_, reset := f.spendQuotaOnNextSearch(rec, ahead, 3)
 	body := f.readyText("/readyz to say the watcher is paused", 5*time.Second, func(code int, b string) bool { return pausedForQuota(code, b) })
 	var resumed time.Time
 	waitFor(t, "a search after the reset", time.Until(reset)+90*time.Second, func() bool {
