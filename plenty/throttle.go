@@ -410,7 +410,7 @@ func (r WaitReason) Text() string {
 	case WaitDailyQuota:
 		return "daily quota spent"
 	case WaitReserve:
-		return "short period's reserve reached"
+		return "a short period's reserve reached"
 	}
 	return "throttled (429)"
 }
@@ -433,9 +433,6 @@ type Wait struct {
 	Reset    time.Time `json:"reset,omitzero"`
 	ServerAt time.Time `json:"serverAt,omitzero"`
 }
-
-// Pending reports whether the wait is still to be waited at now.
-func (w Wait) Pending(now time.Time) bool { return w.Until.After(now) }
 
 // Remaining is how much of the wait a process must still wait at now,
 // guarded against a local clock that moved since it was measured: never

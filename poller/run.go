@@ -49,10 +49,6 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		}
 		return rc.Throttle()
 	}
-	calls := rc.Calls
-	if calls == nil {
-		calls = func() int64 { return 0 }
-	}
 	if next := rc.Budget.NotBefore(); next.After(p.cfg.Now()) {
 		// A previous process swept a moment ago: the budget binds this one
 		// as it bound that one.
@@ -61,14 +57,16 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			return nil
 		}
 	}
-	seen := calls()
+	var seen int64 // requests counted before the sweep
+	if rc.Calls != nil {
+		seen = rc.Calls()
+	}
 	for {
 		st, err := p.Sweep(ctx)
+		st.Charged = st.Calls
 		if rc.Calls != nil {
-			n := calls()
+			n := rc.Calls()
 			st.Charged, seen = int(n-seen), n
-		} else {
-			st.Charged = st.Calls
 		}
 		now := p.cfg.Now()
 		rc.Budget.Spend(now, st.Charged, throttle())
