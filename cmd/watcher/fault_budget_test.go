@@ -97,23 +97,16 @@ func (r *callRecorder) between(from, to time.Time) (n int, nextSearch time.Time)
 // quotaLimits are the service's real default limits (166,000 calls a day).
 var quotaLimits = plentysim.Limits{LongLimit: 166000}
 
-// newQuotaEnv runs the watcher at the default configuration and the real
-// limits behind a call recorder, and waits for its first sync.
-func newQuotaEnv(t *testing.T) (*faultEnv, *callRecorder) {
-	f := newFaultEnv(t, plentysim.Config{Limits: quotaLimits}, defaultConfig...)
-	rec := f.recordCalls()
-	f.start()
-	waitSynced(t, f.addr)
-	return f, rec
-}
-
-// spendQuotaOnNextSearch: right before the watcher's next search reaches
-// the service, the shop's other integrations have spent the day's quota
-// but left calls, and the day ends ahead from then (the simulator's long
-// period started with the watcher's first call). It returns when that
+// startQuotaSpent runs the watcher at the default configuration and the
+// real limits behind a call recorder. Right before its first search reaches
+// the service, the shop's other integrations have spent the day's quota but
+// left calls, and the day ends ahead from then (the simulator's long period
+// started with the watcher's first call, its login). It returns when that
 // search came and the reset.
-func (f *faultEnv) spendQuotaOnNextSearch(rec *callRecorder, ahead time.Duration, left int) (at, reset time.Time) {
-	f.t.Helper()
+func startQuotaSpent(t *testing.T, ahead time.Duration, left int) (f *faultEnv, rec *callRecorder, at, reset time.Time) {
+	t.Helper()
+	f = newFaultEnv(t, plentysim.Config{Limits: quotaLimits}, defaultConfig...)
+	rec = f.recordCalls()
 	hit := make(chan struct{}, 1)
 	rec.onNextSearch(func() {
 		at = time.Now()
@@ -124,12 +117,13 @@ func (f *faultEnv) spendQuotaOnNextSearch(rec *callRecorder, ahead time.Duration
 		f.sim.ConsumeQuota("other-integration", limits.LongLimit-left)
 		hit <- struct{}{}
 	})
+	f.start()
 	select {
 	case <-hit:
-	case <-time.After(45 * time.Second): // the next sweep comes within the interval (30 s)
-		f.t.Fatal("no search within 45 s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no search within 30 s of the start")
 	}
-	return at, reset
+	return f, rec, at, reset
 }
 
 // readyText polls /readyz until cond holds for its answer.
@@ -148,15 +142,14 @@ func pausedForQuota(code int, body string) bool {
 	return code == http.StatusServiceUnavailable && strings.HasPrefix(body, "paused until ") && strings.HasSuffix(body, ": daily quota spent")
 }
 
-// TestFaultBudgetRestartInsideQuotaWait: the daily quota runs out (a 429
-// naming a reset 40 s ahead); the watcher is killed 4 s into the wait and
+// TestFaultBudgetRestartInsideQuotaWait: the daily quota runs out at the
+// watcher's first search (a 429 naming a reset 40 s ahead); the watcher is killed 4 s into the wait and
 // started again. The new process makes no call before the reset (the wait
 // is in the state file), says "paused until T: daily quota spent" on
 // /readyz and in the state report meanwhile, and searches again within a
 // minute of the reset.
 func TestFaultBudgetRestartInsideQuotaWait(t *testing.T) {
-	f, rec := newQuotaEnv(t)
-	at, reset := f.spendQuotaOnNextSearch(rec, 40*time.Second, 0)
+	f, rec, at, reset := startQuotaSpent(t, 40*time.Second, 0)
 	f.readyText("/readyz to say the watcher is paused", 5*time.Second, func(code int, b string) bool { return pausedForQuota(code, b) })
 	time.Sleep(time.Until(at.Add(4 * time.Second)))
 	f.kill()
@@ -190,9 +183,9 @@ func TestFaultBudgetRestartInsideQuotaWait(t *testing.T) {
 		reset.Sub(at).Round(time.Second), inside, body, resumed.Sub(reset).Round(time.Millisecond))
 }
 
-// TestFaultBudgetResumeAfterReset: the shop's other integrations leave
-// only a few calls of the day (within the reserve kept for them) with the
-// reset a few seconds ahead; the watcher pauses, /readyz says "paused until
+// TestFaultBudgetResumeAfterReset: at the watcher's first search the
+// shop's other integrations have left only a few calls of the day (within
+// the reserve kept for them), with the reset 15 s ahead (-fault-long: 3 min); the watcher pauses, /readyz says "paused until
 // T: daily quota spent", and the first search after the reset comes within
 // a minute of it.
 func TestFaultBudgetResumeAfterReset(t *testing.T) {
@@ -200,8 +193,7 @@ func TestFaultBudgetResumeAfterReset(t *testing.T) {
 	if *faultLong {
 		ahead = 3 * time.Minute
 	}
-	f, rec := newQuotaEnv(t)
-	_, reset := f.spendQuotaOnNextSearch(rec, ahead, 3)
+	f, rec, _, reset := startQuotaSpent(t, ahead, 3)
 	body := f.readyText("/readyz to say the watcher is paused", 5*time.Second, func(code int, b string) bool { return pausedForQuota(code, b) })
 	var resumed time.Time
 	waitFor(t, "a search after the reset", time.Until(reset)+90*time.Second, func() bool {
@@ -222,9 +214,9 @@ func TestFaultBudgetResumeAfterReset(t *testing.T) {
 // CALL_SHARE 0.25: the budget refills 1,000 a day and holds 41.7), the
 // watcher is stopped (SIGTERM, as a rollout or a drain does) and started
 // again every 3 s for a minute (-fault-long: 5 minutes) while orders
-// change, in a quiet shop (5 changes/s: a sweep costs a call or two) and a
-// busy one (40 changes/s: a dozen pages a sweep, the bucket runs dry within
-// the storm). The calls the service counted stay within share x limit x
+// change, in a busy shop (40 changes/s: a dozen pages a sweep, the bucket
+// runs dry within the storm) and, under -fault-long, a quiet one (5
+// changes/s: a sweep costs a call or two). The calls the service counted stay within share x limit x
 // elapsed/day + the bucket's size + one sweep's cost: the budget never cuts
 // a sweep short, so the sweep that starts with budget left may take the
 // level into debt by what it costs (the most any sweep of the run was
@@ -243,8 +235,12 @@ func TestFaultBudgetRestartStorm(t *testing.T) {
 	for _, shop := range []struct {
 		name string
 		rate float64
-	}{{"quiet shop", 5}, {"busy shop", 40}} {
+		long bool // only under -fault-long
+	}{{"quiet shop", 5, true}, {"busy shop", 40, false}} {
 		t.Run(shop.name, func(t *testing.T) {
+			if shop.long && !*faultLong {
+				t.Skip("runs under -fault-long")
+			}
 			f := newFaultEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: limit}}, defaultConfig...)
 			rec := f.recordCalls()
 			f.mutate(shop.rate)
