@@ -277,7 +277,8 @@ func (d *daemon) onWritable(err error) {
 // three gaps (as stretched by the call budget), or during the first sync a
 // verified slice within that time; the state file writable, NATS
 // connected, the outbox below its limit, no clock problem, and no wait for
-// the service's throttling longer than those three gaps pending.
+// the service's throttling longer than those three gaps pending, and no
+// pause for a spent daily quota ("paused until T: daily quota spent").
 func (d *daemon) ready() (bool, string) {
 	last := d.lastOK.Load()
 	window := 3 * time.Duration(d.gap.Load())
