@@ -106,6 +106,9 @@ type Config struct {
 	Monotonic  func() time.Duration
 	OnResponse func(CallInfo)    // called after every exchange (metrics)
 	OnLogin    func(LoginResult) // called after every login request (metrics)
+	// OnWait is the default pacer's PacerConfig.OnWait: told of every
+	// change of the pending wait the service asked for (to persist it).
+	OnWait func(Wait)
 	// OnClockJump is called when a Date header jumps against the
 	// monotonic clock (distrusted) and when a new server clock is
 	// accepted after it kept saying so (metrics).
@@ -136,6 +139,8 @@ type Client struct {
 	clockMu     sync.Mutex
 	clock       serverClock
 	lastFailure string // last logged failure, to log changes only
+
+	sent atomic.Int64 // requests that went out (Calls)
 }
 
 // New checks cfg and returns a client. It makes no call.
@@ -207,7 +212,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Pacer == nil {
 		log := cfg.Logger
-		cfg.Pacer = NewPacer(PacerConfig{Now: cfg.Now, OnBlock: func(until time.Time, why string) { logBlock(log, until, why) }})
+		cfg.Pacer = NewPacer(PacerConfig{Now: cfg.Now, OnBlock: func(until time.Time, why string) { logBlock(log, until, why) }, OnWait: cfg.OnWait})
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -228,6 +233,12 @@ func New(cfg Config) (*Client, error) {
 
 // Pacer returns the client's pacer (its throttle snapshot and wait figures).
 func (c *Client) Pacer() *Pacer { return c.pacer }
+
+// Calls returns how many requests have gone out to the service: every
+// exchange whose request was written (or answered), logins, refreshes and
+// retries included, whether or not an answer came back. This is what the
+// service counts against its limits, and what the call budget is charged.
+func (c *Client) Calls() int64 { return c.sent.Load() }
 
 // Throttle returns what the service last said of its limits.
 func (c *Client) Throttle() Throttle { return c.pacer.Last() }
@@ -349,8 +360,16 @@ func (c *Client) call(ctx context.Context, r request) error {
 		var tok Token
 		if r.auth {
 			var err error
+			before := c.sent.Load()
 			if tok, err = c.session(ctx); err != nil {
 				return fmt.Errorf("%s: %w", r.op, err)
+			}
+			if c.sent.Load() != before {
+				// A login or refresh went out and took the slot: this
+				// request is paced on its own.
+				if err := c.pacer.Wait(ctx); err != nil {
+					return fmt.Errorf("%s: %w", r.op, err)
+				}
 			}
 		}
 		sent.Store(false)
@@ -447,9 +466,18 @@ func (c *Client) exchange(ctx context.Context, r request, access string) (status
 	if access != "" {
 		req.Header.Set("Authorization", "Bearer "+access)
 	}
+	var wrote atomic.Bool // the request went out: the service may count it
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			wrote.Store(true)
+		}
+	}}))
 	start := c.now()
 	info := CallInfo{Route: r.route}
 	defer func() {
+		if wrote.Load() || info.Status != 0 {
+			c.sent.Add(1)
+		}
 		info.Duration = c.now().Sub(start)
 		info.Err = err
 		if c.cfg.OnResponse != nil {

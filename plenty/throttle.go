@@ -123,6 +123,12 @@ type PacerConfig struct {
 	// no call before until, and why (it logs the long ones). It is
 	// called with the pacer's lock held: it must not call the pacer.
 	OnBlock func(until time.Time, why string)
+	// OnWait, when set, is told of the pending wait whenever it changes: a
+	// wait starts or grows, or the pending one has passed (the zero Wait).
+	// The daemon persists it (record "waits") so that a restarted process
+	// is bound by it too (Restore). It is called without the pacer's lock,
+	// in the order of the changes; it must not call the pacer.
+	OnWait func(Wait)
 	// Now and Sleep replace the clock in tests.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -139,6 +145,9 @@ type Pacer struct {
 	mu        sync.Mutex
 	notBefore time.Time     // no call before this moment (429, reserve reached)
 	blockWhy  string        // why notBefore was set
+	wait      Wait          // the wait notBefore is, as persisted
+	told      bool          // OnWait was told of a wait that has not been cleared yet
+	notify    sync.Mutex    // serialises OnWait calls
 	spacing   time.Duration // minimum gap between two calls, from the headers
 	lastCall  time.Time
 	last      Throttle
@@ -190,6 +199,11 @@ func (p *Pacer) Wait(ctx context.Context) error {
 		}
 		if !at.After(now) {
 			p.lastCall = now
+			if p.told && !p.notBefore.After(now) {
+				p.told = false
+				p.tell(Wait{}) // the pending wait has passed: nothing binds a restart; unlocks p.mu
+				return nil
+			}
 			p.mu.Unlock()
 			return nil
 		}
@@ -205,7 +219,31 @@ func (p *Pacer) Wait(ctx context.Context) error {
 // Observe feeds a response's status and throttle headers to the pacer.
 func (p *Pacer) Observe(status int, t Throttle) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	before := p.notBefore
+	p.observe(status, t)
+	if p.notBefore.Equal(before) {
+		p.mu.Unlock()
+		return
+	}
+	p.told = true
+	p.tell(p.wait) // unlocks p.mu
+}
+
+// tell passes a changed wait to OnWait. Called with p.mu held, it takes
+// the notify lock before it releases p.mu, so that OnWait hears the
+// changes in their order, and calls OnWait without p.mu.
+func (p *Pacer) tell(w Wait) {
+	if p.cfg.OnWait == nil {
+		p.mu.Unlock()
+		return
+	}
+	p.notify.Lock()
+	p.mu.Unlock()
+	defer p.notify.Unlock()
+	p.cfg.OnWait(w)
+}
+
+func (p *Pacer) observe(status int, t Throttle) {
 	now := p.cfg.Now()
 	// For Last: a response that lacks a limit's headers (a 429 names only
 	// the exhausted one) keeps what the last response said of it. The
@@ -221,16 +259,28 @@ func (p *Pacer) Observe(status int, t Throttle) {
 		merged.Route = p.last.Route
 	}
 	p.last = merged
-	block := func(d time.Duration, why string) {
+	block := func(d time.Duration, why string, reason WaitReason, reset time.Time) {
 		d = max(d, time.Second)
 		until := now.Add(d)
 		if !until.After(p.notBefore) {
 			return
 		}
 		// A wait that a second reason stretches by a little (a 429 and the
-		// headers of its period) is the same wait: told once.
+		// headers of its period) is the same wait: told once. A spent daily
+		// quota names the wait whatever came first.
 		same := p.notBefore.After(now) && until.Sub(p.notBefore) < time.Minute
 		p.notBefore = until
+		w := Wait{Until: until, Reason: reason, Why: why, Measured: now, Announced: d, Reset: reset, ServerAt: t.ServerTime}
+		if same {
+			w.Why = p.wait.Why
+			if p.wait.Reason == WaitDailyQuota || reason != WaitDailyQuota {
+				w.Reason = p.wait.Reason
+			}
+			if w.Reset.IsZero() {
+				w.Reset, w.ServerAt = p.wait.Reset, p.wait.ServerAt
+			}
+		}
+		p.wait = w
 		if !same {
 			p.blockWhy = why
 			if p.cfg.OnBlock != nil {
@@ -239,8 +289,12 @@ func (p *Pacer) Observe(status int, t Throttle) {
 		}
 	}
 	if status == http.StatusTooManyRequests {
-		d, why := p.blockFor429(t, now)
-		block(d, why)
+		d, why, reset := p.blockFor429(t, now)
+		reason := WaitThrottled
+		if t.Long.Present && t.Long.Limit > 0 && t.Long.CallsLeft == 0 {
+			reason = WaitDailyQuota
+		}
+		block(d, why, reason, reset)
 	}
 	// Proactive: keep the reserve, and spread the rest over the period.
 	var spacing time.Duration
@@ -249,7 +303,8 @@ func (p *Pacer) Observe(status int, t Throttle) {
 		reserve int
 		spread  bool
 		name    string
-	}{{t.Short, p.cfg.Reserve, true, "short"}, {t.Route, p.cfg.Reserve, true, "route"}, {t.Long, p.cfg.LongReserve, false, "long"}} {
+		reason  WaitReason
+	}{{t.Short, p.cfg.Reserve, true, "short", WaitReserve}, {t.Route, p.cfg.Reserve, true, "route", WaitReserve}, {t.Long, p.cfg.LongReserve, false, "long", WaitDailyQuota}} {
 		if !per.Present || per.Limit == 0 {
 			continue
 		}
@@ -258,7 +313,11 @@ func (p *Pacer) Observe(status int, t Throttle) {
 		}
 		if per.CallsLeft <= per.reserve {
 			// Decay is whole seconds, rounded down by the service: wait one more.
-			block(per.Decay+time.Second, fmt.Sprintf("%s period: %d calls left, the reserve of %d is kept until it resets", per.name, per.CallsLeft, per.reserve))
+			var reset time.Time
+			if !t.ServerTime.IsZero() && per.Decay > 0 {
+				reset = t.ServerTime.Add(per.Decay)
+			}
+			block(per.Decay+time.Second, fmt.Sprintf("%s period: %d calls left, the reserve of %d is kept until it resets", per.name, per.CallsLeft, per.reserve), per.reason, reset)
 			continue
 		}
 		if per.spread && per.Decay > 0 {
@@ -270,11 +329,21 @@ func (p *Pacer) Observe(status int, t Throttle) {
 	p.spacing = spacing
 }
 
-func (p *Pacer) blockFor429(t Throttle, now time.Time) (time.Duration, string) {
-	if t.RetryAfter > 0 {
-		return t.RetryAfter, "429 with Retry-After"
+// blockFor429 returns the wait a 429 asks for, why, and the exhausted
+// period's reset on the service's clock (zero when it named none).
+func (p *Pacer) blockFor429(t Throttle, now time.Time) (time.Duration, string, time.Time) {
+	var reset time.Time
+	per, exhausted := t.exhausted()
+	if exhausted {
+		reset = per.Reset
+		if reset.IsZero() && per.Decay > 0 && !t.ServerTime.IsZero() {
+			reset = t.ServerTime.Add(per.Decay)
+		}
 	}
-	if per, ok := t.exhausted(); ok {
+	if t.RetryAfter > 0 {
+		return t.RetryAfter, "429 with Retry-After", reset
+	}
+	if exhausted {
 		if !per.Reset.IsZero() {
 			// Reset is the server's clock: measure it against the Date header.
 			base := t.ServerTime
@@ -282,14 +351,14 @@ func (p *Pacer) blockFor429(t Throttle, now time.Time) (time.Duration, string) {
 				base = now
 			}
 			if d := per.Reset.Sub(base); d > 0 {
-				return d + time.Second, "429: the period resets at its -Calls-Reset"
+				return d + time.Second, "429: the period resets at its -Calls-Reset", reset
 			}
 		}
 		if per.Decay > 0 {
-			return per.Decay + time.Second, "429: the period resets after its -Decay"
+			return per.Decay + time.Second, "429: the period resets after its -Decay", reset
 		}
 	}
-	return p.cfg.DefaultBlock, "429 naming no wait"
+	return p.cfg.DefaultBlock, "429 naming no wait", reset
 }
 
 // Last returns the throttle snapshot: the most recent response's headers,
@@ -316,6 +385,108 @@ func (p *Pacer) Blocked() (until time.Time, why string) {
 		return time.Time{}, ""
 	}
 	return p.notBefore, p.blockWhy
+}
+
+// WaitReason is what a pending wait is about (the reason label of
+// orderwatch_paused_until_timestamp_seconds).
+type WaitReason string
+
+// Wait reasons.
+const (
+	// WaitDailyQuota: the long (daily) period is spent, or down to the
+	// reserve kept for the shop's other integrations: no call before it
+	// resets.
+	WaitDailyQuota WaitReason = "daily_quota"
+	// WaitThrottled: a 429 of the short or the route period, or one that
+	// names no period.
+	WaitThrottled WaitReason = "throttled"
+	// WaitReserve: the short or the route period is down to its reserve.
+	WaitReserve WaitReason = "period_reserve"
+)
+
+// Text is how the reason reads in /readyz and the state report.
+func (r WaitReason) Text() string {
+	switch r {
+	case WaitDailyQuota:
+		return "daily quota spent"
+	case WaitReserve:
+		return "a short period's reserve reached"
+	}
+	return "throttled (429)"
+}
+
+// Wait is a pending wait the service asked for: no call before Until. It
+// is what the pacer persists (record "waits"), with the times it was
+// measured, so that a restarted process is bound by it exactly as this one.
+type Wait struct {
+	Until  time.Time  `json:"until"` // no call before (local clock)
+	Reason WaitReason `json:"reason"`
+	Why    string     `json:"why"`
+	// Measured is when the answer that asked for it arrived (local clock),
+	// Announced the wait it asked for from then: a restored wait never
+	// lasts longer than that (a local clock set back meanwhile).
+	Measured  time.Time     `json:"measured"`
+	Announced time.Duration `json:"announcedNs"`
+	// Reset is the period's reset on the service's clock (its -Calls-Reset,
+	// or Date + -Decay), ServerAt the Date of that answer: a restored wait
+	// never ends more than a minute after the reset.
+	Reset    time.Time `json:"reset,omitzero"`
+	ServerAt time.Time `json:"serverAt,omitzero"`
+}
+
+// Remaining is how much of the wait a process must still wait at now,
+// guarded against a local clock that moved since it was measured: never
+// more than the service announced (less what has visibly passed), never
+// more than a minute past the service's own reset time as read against its
+// Date header. A local clock stepped forward shortens it; that is not
+// detectable before the service answers again.
+func (w Wait) Remaining(now time.Time) time.Duration {
+	d := w.Until.Sub(now)
+	passed := max(now.Sub(w.Measured), 0)
+	if w.Announced > 0 {
+		d = min(d, w.Announced-passed)
+	}
+	if !w.Reset.IsZero() && !w.ServerAt.IsZero() {
+		d = min(d, w.Reset.Sub(w.ServerAt)+time.Minute-passed)
+	}
+	return max(d, 0)
+}
+
+// Pending returns the wait in force and true while one is pending.
+func (p *Pacer) Pending() (Wait, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.notBefore.After(p.cfg.Now()) {
+		return Wait{}, false
+	}
+	w := p.wait
+	w.Until = p.notBefore
+	return w, true
+}
+
+// Restore binds the pacer by waits a previous process persisted, each for
+// what Remaining says is left of it; it returns the wait in force (false
+// when none is left). It tells neither OnBlock nor OnWait: the wait is
+// already known and stored.
+func (p *Pacer) Restore(waits ...Wait) (Wait, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	for _, w := range waits {
+		d := w.Remaining(now)
+		if d <= 0 {
+			continue
+		}
+		w.Until = now.Add(d)
+		if w.Until.After(p.notBefore) {
+			p.notBefore, p.blockWhy, p.wait = w.Until, w.Why, w
+			p.told = true
+		}
+	}
+	if !p.notBefore.After(now) {
+		return Wait{}, false
+	}
+	return p.wait, true
 }
 
 // Waited returns the total time Wait has spent waiting.

@@ -41,6 +41,9 @@ type Budget struct {
 	limit int // the long period's limit the bucket was sized for; 0 = unknown
 
 	costs []int // calls of the last sweeps
+
+	next time.Time     // no sweep before this (Run; persisted)
+	gap  time.Duration // the gap next was derived from
 }
 
 // NewBudget returns an empty budget for share (0 < share <= 1); it fills
@@ -80,9 +83,18 @@ func (b *Budget) refill(now time.Time, th plenty.Throttle) {
 	}
 	b.at = now
 	b.level = min(b.level, b.capacity())
-	if long.Present && long.CallsLeft >= 0 {
-		b.level = min(b.level, b.share*float64(long.CallsLeft))
+}
+
+// avail is the level the sweeps may use under what the service last said:
+// never more than share x the calls it says are left until the period
+// resets (other integrations spent the day). The bound is not taken out of
+// the bucket: at the reset the long period's calls come back, and with
+// them the level earned meanwhile.
+func (b *Budget) avail(th plenty.Throttle) float64 {
+	if long := th.Long; long.Present && long.CallsLeft >= 0 {
+		return min(b.level, b.share*float64(long.CallsLeft))
 	}
+	return b.level
 }
 
 // Spend takes a sweep's calls from the bucket.
@@ -97,11 +109,12 @@ func (b *Budget) Spend(now time.Time, calls int, th plenty.Throttle) {
 	}
 }
 
-// Remaining is the bucket's level (calls; negative while in debt), and
-// false when the service has not named its long-period limit.
+// Remaining is the bucket's level (calls; negative while in debt) as the
+// service's calls left bound it, and false when the service has not named
+// its long-period limit.
 func (b *Budget) Remaining(now time.Time, th plenty.Throttle) (float64, bool) {
 	b.refill(now, th)
-	return b.level, b.limit > 0
+	return b.avail(th), b.limit > 0
 }
 
 // cost is what the next sweep is expected to cost: the median of the last
@@ -134,34 +147,91 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 			rl = v
 		}
 	}
+	// At the reset the long period's calls come back: a pace set by what
+	// is left of it never reaches past the reset (Decay is whole seconds,
+	// rounded down: one more).
+	untilReset := long.Decay + time.Second
 	if rl == 0 {
 		// Nothing left to share: the pacer keeps its reserve until the
 		// period resets; sweep again when it has.
-		return max(interval, long.Decay), fmt.Sprintf("the service reports %d calls left of the daily quota until it resets in %s", long.CallsLeft, long.Decay.Round(time.Second))
+		return max(interval, untilReset), fmt.Sprintf("the service reports %d calls left of the daily quota until it resets in %s", long.CallsLeft, long.Decay.Round(time.Second))
 	}
 	c := b.capacity()
+	level := b.avail(th)
 	allowed := math.Inf(1) // calls per second the sweeps may spend now
 	var why string
 	switch {
-	case b.level >= c/2:
-	case b.level >= 0:
+	case level >= c/2:
+	case level >= 0:
 		// From unbounded at half full to the refill rate when empty.
-		allowed = r * c / (c - 2*b.level)
-		why = fmt.Sprintf("call budget low: %.0f of %.0f calls left", b.level, c)
+		allowed = r * c / (c - 2*level)
+		why = fmt.Sprintf("call budget low: %.0f of %.0f calls left", level, c)
 	default:
-		allowed = r * max(budgetFloor, 1+b.level/c)
-		why = fmt.Sprintf("call budget in debt by %.0f calls: sweeps spaced to pay it back", math.Ceil(-b.level))
+		allowed = r * max(budgetFloor, 1+level/c)
+		why = fmt.Sprintf("call budget in debt by %.0f calls: sweeps spaced to pay it back", math.Ceil(-level))
 	}
+	byLeft := false
 	if rl > 0 && rl < allowed {
-		allowed = rl
+		allowed, byLeft = rl, true
 		why = fmt.Sprintf("the service reports %d calls left of the daily quota for %s: our share of them paces the sweeps", long.CallsLeft, long.Decay.Round(time.Second))
 	}
 	if math.IsInf(allowed, 1) {
 		return interval, ""
 	}
 	gap := time.Duration(b.cost() / allowed * float64(time.Second))
+	if byLeft {
+		gap = min(gap, untilReset)
+	}
 	if gap <= interval {
 		return interval, ""
 	}
 	return gap, why
 }
+
+// BudgetState is what a Budget keeps across a restart (the state record
+// "budget"): its level with the time it was measured, the limit it was
+// sized for, the last sweeps' costs, and when the next sweep may start.
+type BudgetState struct {
+	Level float64   `json:"level"` // calls; negative = debt
+	At    time.Time `json:"at"`    // when Level was measured (local clock)
+	Limit int       `json:"limit"` // the long period's limit; 0 = not named yet
+	Costs []int     `json:"costs,omitempty"`
+	// Next is the earliest start of the next sweep (local clock), Gap the
+	// gap it was derived from: a restored wait for it never exceeds Gap.
+	Next time.Time     `json:"next,omitzero"`
+	Gap  time.Duration `json:"gapNs,omitempty"`
+}
+
+// Snapshot returns the budget's state, to persist.
+func (b *Budget) Snapshot() BudgetState {
+	return BudgetState{Level: b.level, At: b.at, Limit: b.limit, Costs: slices.Clone(b.costs), Next: b.next, Gap: b.gap}
+}
+
+// Restore continues from a state a previous process saved, at now: the
+// saved level refilled for the time since it was measured (never beyond
+// the bucket's size, and never the full bucket a new budget starts with),
+// and the next sweep not before the saved time. A local clock set back
+// since (now before At) refills nothing; a restored wait for the next
+// sweep never exceeds the gap it was derived from. A state with no limit
+// (the service never named it) restores nothing but the costs.
+func (b *Budget) Restore(s BudgetState, now time.Time) {
+	b.costs = slices.Clone(s.Costs)
+	if len(b.costs) > 5 {
+		b.costs = b.costs[len(b.costs)-5:]
+	}
+	if s.Limit <= 0 || s.At.IsZero() || math.IsNaN(s.Level) || math.IsInf(s.Level, 0) {
+		return
+	}
+	b.limit, b.level, b.at = s.Limit, s.Level, s.At
+	if now.Before(s.At) {
+		b.at = now // the clock went back: what passed is unknown, nothing is refilled
+	}
+	b.refill(now, plenty.Throttle{})
+	if s.Gap > 0 && s.Next.After(now) {
+		b.next, b.gap = now.Add(min(s.Next.Sub(now), s.Gap)), s.Gap
+	}
+}
+
+// NotBefore is the earliest start of the next sweep that a restored state
+// holds (zero when none).
+func (b *Budget) NotBefore() time.Time { return b.next }

@@ -133,7 +133,7 @@ func TestBudgetGap(t *testing.T) {
 		{"calls left unreadable (-1): nothing stretches", 1000, long(-1, 0), 30 * time.Second, 30 * time.Second, ""},
 		{"one expensive sweep with budget left: on time", 800, long(150000, 20*time.Hour), 30 * time.Second, 30 * time.Second, ""},
 		{"others spent the day: 1000 left for 10h, our share paces", 0, long(1000, 10*time.Hour), 140 * time.Second, 150 * time.Second, "calls left"},
-		{"nothing left: sweep again when the period resets", 0, long(0, time.Hour), time.Hour, time.Hour, "calls left"},
+		{"nothing left: sweep again when the period resets", 0, long(0, time.Hour), time.Hour, time.Hour + time.Second, "calls left"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := poller.NewBudget(0.25)

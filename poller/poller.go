@@ -187,8 +187,11 @@ type Stats struct {
 	// below the watermark the sweep started from, which the earlier sweeps
 	// had not seen: how far below it each one was.
 	LateArrivals []time.Duration
-	// Filled in by Run: the time to the next sweep's start, why it is
-	// longer than the interval (""), and the call budget left.
+	// Filled in by Run: the requests charged to the call budget for the
+	// sweep (every one that went out: logins and retries included), the
+	// time to the next sweep's start, why it is longer than the interval
+	// (""), and the call budget left.
+	Charged     int
 	NextGap     time.Duration
 	GapReason   string
 	BudgetLeft  float64

@@ -19,8 +19,18 @@ type RunConfig struct {
 	// Stats.NextGap and GapReason say when the next sweep starts and why
 	// later than the interval.
 	OnSweep func(Stats, error)
-	// Budget is the call budget; default NewBudget(CallShare).
+	// Budget is the call budget; default NewBudget(CallShare). A budget
+	// restored from a previous process (Budget.Restore) holds the first
+	// sweep back until the time that process would have started it.
 	Budget *Budget
+	// Calls returns the requests that have gone out to the service so far
+	// (plenty.Client.Calls): each sweep charges the budget with what went
+	// out during it, logins, refreshes and retries included. Nil charges the
+	// sweep's own search calls (Stats.Calls).
+	Calls func() int64
+	// OnBudget receives the budget's state after every sweep, and after
+	// the sweep a shutdown cut short (to persist it: record "budget").
+	OnBudget func(BudgetState)
 }
 
 // Run sweeps until ctx is done: one sweep, then a wait of the interval
@@ -39,14 +49,35 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		}
 		return rc.Throttle()
 	}
+	if next := rc.Budget.NotBefore(); next.After(p.cfg.Now()) {
+		// A previous process swept a moment ago: the budget binds this one
+		// as it bound that one.
+		p.log.Info("call budget: the first sweep waits for the time the previous process set", "next_sweep", next.Format(time.RFC3339))
+		if err := p.cfg.Sleep(ctx, next.Sub(p.cfg.Now())); err != nil {
+			return nil
+		}
+	}
+	var seen int64 // requests counted before the sweep
+	if rc.Calls != nil {
+		seen = rc.Calls()
+	}
 	for {
 		st, err := p.Sweep(ctx)
+		st.Charged = st.Calls
+		if rc.Calls != nil {
+			n := rc.Calls()
+			st.Charged, seen = int(n-seen), n
+		}
+		now := p.cfg.Now()
+		rc.Budget.Spend(now, st.Charged, throttle())
+		gap, why := rc.Budget.Gap(now, rc.Interval, throttle())
+		rc.Budget.next, rc.Budget.gap = st.Start.Add(gap), gap
+		if rc.OnBudget != nil {
+			rc.OnBudget(rc.Budget.Snapshot())
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		now := p.cfg.Now()
-		rc.Budget.Spend(now, st.Calls, throttle())
-		gap, why := rc.Budget.Gap(now, rc.Interval, throttle())
 		st.NextGap, st.GapReason = gap, why
 		st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, throttle())
 		if rc.OnSweep != nil {

@@ -121,8 +121,8 @@ func TestFaultDateAhead(t *testing.T) {
 
 // TestFaultDailyQuotaSpent: another integration spends the whole daily
 // quota; the service answers 429 with a Retry-After of many hours. No call
-// is made before it, one log line names its end, /readyz and the metric
-// name it, and SIGTERM still ends the wait at once.
+// is made before it, one log line names its end, /readyz ("paused until
+// T: daily quota spent") and the metric name it, and SIGTERM still ends the wait at once.
 func TestFaultDailyQuotaSpent(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{Limits: realLimits}, realEnv...)
 	f.start()
@@ -133,7 +133,7 @@ func TestFaultDailyQuotaSpent(t *testing.T) {
 	waitFor(t, "/readyz to name the wait", 15*time.Second, func() bool {
 		code, b := get(base + "/readyz")
 		body = b
-		return code == http.StatusServiceUnavailable && strings.Contains(b, "no call before")
+		return code == http.StatusServiceUnavailable && strings.Contains(b, "paused until") && strings.Contains(b, "daily quota spent")
 	})
 	_, m := get(base + "/metrics")
 	until := time.Unix(int64(metricValue(m, "orderwatch_throttle_blocked_until_timestamp_seconds")), 0)

@@ -34,6 +34,8 @@ type daemon struct {
 	nc      *nats.Conn
 	pub     *publisher.Publisher
 	metrics *metrics
+	budget  *poller.Budget // the sweeps' call budget (persisted: record "budget"); used by the sweep loop only
+	saveErr atomic.Bool    // the last save of record budget or waits failed (logged once)
 	reg     *prometheus.Registry
 	ln      net.Listener
 
@@ -71,6 +73,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		Logger:     log.With("component", "client"),
 		OnResponse: func(c plenty.CallInfo) { m.observeCall(c) },
 		OnLogin:    func(r plenty.LoginResult) { m.observeLogin(r) },
+		OnWait:     d.saveWait,
 		OnClockJump: func(_ time.Duration, accepted bool) {
 			if !accepted {
 				m.clockProblems.Inc()
@@ -80,6 +83,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	if err != nil {
 		return nil, configErr("%v", err)
 	}
+	d.restoreBudget()
 	scope, _ := cfg.scope()
 	source := cfg.Source
 	if source == "" {
@@ -134,6 +138,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 			return t
 		},
 		blockedUntil: func() time.Time { t, _ := d.client.Pacer().Blocked(); return t },
+		pending:      d.client.Pacer().Pending,
 		startFrom:    cfg.StartFrom.Time(time.Now()),
 		quarantined:  d.quarantined,
 	})
@@ -176,6 +181,7 @@ func (d *daemon) run(ctx context.Context) error {
 		_ = d.poll.Run(ctx, poller.RunConfig{
 			Interval: d.cfg.PollInterval, CallShare: d.cfg.CallShare,
 			Throttle: d.client.Throttle, OnSweep: d.onSweep,
+			Budget: d.budget, Calls: d.client.Calls, OnBudget: d.saveBudget,
 		})
 	}()
 	go func() {
@@ -218,7 +224,7 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 	}
 	attrs := []any{
 		"lo", st.Lo.Format(time.RFC3339), "hi", st.Hi.Format(time.RFC3339),
-		"calls", st.Calls, "pages", st.Pages, "orders", st.Orders, "slices", st.Slices, "rescans", st.Rescans,
+		"calls", st.Calls, "charged", st.Charged, "pages", st.Pages, "orders", st.Orders, "slices", st.Slices, "rescans", st.Rescans,
 		"events", st.EventCount(), "bad_entries", st.BadEntries, "duration_ms", st.Duration.Milliseconds(),
 		"watermark", st.Watermark.Format(time.RFC3339), "lag_s", int(st.WatermarkLag.Seconds()),
 		"outbox", d.store.OutboxDepth(),
@@ -294,10 +300,14 @@ func (d *daemon) onWritable(err error) {
 // three gaps (as stretched by the call budget), or during the first sync a
 // verified slice within that time; the state file writable, NATS
 // connected, the outbox below its limit, no clock problem, and no wait for
-// the service's throttling longer than those three gaps pending.
+// the service's throttling longer than those three gaps pending, and no
+// pause for a spent daily quota ("paused until T: daily quota spent").
 func (d *daemon) ready() (bool, string) {
 	last := d.lastOK.Load()
 	window := 3 * time.Duration(d.gap.Load())
+	if p, ok := d.paused(); ok {
+		return false, p
+	}
 	if until, why := d.client.Pacer().Blocked(); !until.IsZero() && time.Until(until) > window {
 		return false, fmt.Sprintf("waiting for the service's throttling: no call before %s (%s)", until.UTC().Format(time.RFC3339), why)
 	}

@@ -57,6 +57,8 @@ type liveSources struct {
 	blockedUntil  func() time.Time // zero when no wait is pending
 	startFrom     time.Time        // where the first sweep begins (lag before the first watermark)
 	quarantined   func() int       // orders in quarantine (undecodable entries); -1 when unknown
+
+	pending func() (plenty.Wait, bool) // the wait the service asked for (paused until, by reason)
 }
 
 func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
@@ -154,6 +156,18 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(buildInfoCollector()) // buildinfo.go
 
+	for _, reason := range []plenty.WaitReason{plenty.WaitDailyQuota, plenty.WaitThrottled, plenty.WaitReserve} {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "orderwatch_paused_until_timestamp_seconds",
+			Help:        "No call is made before this unix time, by reason: daily_quota (the daily quota is spent or down to the reserve: paused until it resets), throttled (a 429), period_reserve (a short period's reserve); 0 when no such wait is pending.",
+			ConstLabels: prometheus.Labels{"reason": string(reason)},
+		}, func() float64 {
+			if w, ok := live.pending(); ok && w.Reason == reason {
+				return float64(w.Until.Unix())
+			}
+			return 0
+		}))
+	}
 	for _, period := range []string{"long", "short", "route"} {
 		period := period
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

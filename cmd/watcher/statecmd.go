@@ -33,6 +33,9 @@ type stateReport struct {
 	// Quarantine lists the orders whose entries cannot be decoded
 	// (quarantine.go), with the raw reason.
 	Quarantine []state.Quarantined `json:"quarantine"`
+
+	Paused *pausedReport `json:"paused,omitempty"` // a pending wait the service asked for (budget.go)
+	Budget *budgetReport `json:"budget,omitempty"` // the sweeps' call budget as last saved (budget.go)
 }
 
 // firstSync is the progress of the first sweep (the baseline): the share of
@@ -61,13 +64,15 @@ func newStateReport(s *state.Store, start StartFrom) (stateReport, error) {
 	if err != nil {
 		return stateReport{}, err
 	}
-	return stateReport{
+	rep := stateReport{
 		StateFile: s.Path(), FileSizeBytes: st.FileSize, SchemaVersion: st.SchemaVersion,
 		Watermark: st.Watermark, Baseline: st.Baseline, LastSweep: st.LastSweep,
 		OrdersTracked: st.Orders, OutboxDepth: st.OutboxDepth,
 		FirstSync:  firstSync{Done: st.BaselineDone, Progress: firstSyncProgress(st, start)},
 		Quarantine: qs,
-	}, nil
+	}
+	rep.Paused, rep.Budget = budgetReports(s, time.Now())
+	return rep, nil
 }
 
 // firstSyncProgress: 1 once the baseline is done, else how far the
@@ -131,6 +136,7 @@ func (d *daemon) serveStateReport(w http.ResponseWriter, _ *http.Request) {
 		// (the same figure as orderwatch_first_sync_progress_ratio).
 		rep.FirstSync.Progress = float64(pct) / 100
 	}
+	rep.Paused = newPausedReport(d.client.Pacer().Pending()) // the running process's view
 	writeJSON(w, rep)
 }
 
@@ -314,4 +320,5 @@ func printStateReport(w io.Writer, rep stateReport, now time.Time) {
 	fmt.Fprintf(w, "orders         %d\n", rep.OrdersTracked)
 	fmt.Fprintf(w, "outbox depth   %d\n", rep.OutboxDepth)
 	printQuarantine(w, rep.Quarantine, now)
+	printBudgetReport(w, rep, now) // budget.go
 }

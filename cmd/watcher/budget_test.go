@@ -1,0 +1,56 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/poller"
+	"github.com/orderwatch/orderwatch/state"
+)
+
+// TestStateReportPaused: `watcher state` reads the records of a stopped
+// watcher: a pending daily-quota wait reads "paused until T: daily quota
+// spent" (as a restarted process would honour it), the budget its level;
+// a wait that has passed is not reported, unreadable records are left out.
+func TestStateReportPaused(t *testing.T) {
+	s, err := state.Open(filepath.Join(t.TempDir(), "state.db"), state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	w := plenty.Wait{Until: now.Add(time.Hour), Reason: plenty.WaitDailyQuota, Why: "429 with Retry-After",
+		Measured: now.Add(-time.Minute), Announced: time.Hour + time.Minute}
+	if err := s.SaveRecord(recordWaits, waitsRecord{Waits: []plenty.Wait{w}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveRecord(recordBudget, poller.BudgetState{Level: 12.5, At: now.Add(-time.Minute), Limit: 4000}); err != nil {
+		t.Fatal(err)
+	}
+	paused, budget := budgetReports(s, now)
+	if paused == nil || paused.Reason != "daily_quota" || !paused.Until.Equal(w.Until) ||
+		paused.Text != "paused until "+w.Until.UTC().Format(time.RFC3339)+": daily quota spent" {
+		t.Errorf("paused %+v", paused)
+	}
+	if budget == nil || budget.Level != 12.5 || budget.DailyLimit != 4000 {
+		t.Errorf("budget %+v", budget)
+	}
+	var out strings.Builder
+	printBudgetReport(&out, stateReport{Paused: paused, Budget: budget}, now)
+	if !strings.Contains(out.String(), "daily quota spent") || !strings.Contains(out.String(), "call budget") {
+		t.Errorf("text report:\n%s", out.String())
+	}
+
+	if paused, _ := budgetReports(s, now.Add(2*time.Hour)); paused != nil {
+		t.Errorf("a wait that has passed is reported: %+v", paused)
+	}
+	if err := s.SaveRecord(recordWaits, "not a record"); err != nil {
+		t.Fatal(err)
+	}
+	if paused, _ := budgetReports(s, now); paused != nil {
+		t.Errorf("an unreadable record is reported: %+v", paused)
+	}
+}
