@@ -251,3 +251,41 @@ func TestFencedAfterPause(t *testing.T) {
 		t.Errorf("deadline %v still ahead after the pause", l.Deadline())
 	}
 }
+
+func TestCheckpointOnlyByTheHolder(t *testing.T) {
+	s := runServer(t)
+	kv, ttl := bucket(t, s)
+	nc, _ := nats.Connect(s.ClientURL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ckv, err := lease.CheckpointBucket(context.Background(), js, "test_checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := lease.Key("https://shop.example/", "ORDERS")
+	a := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h"})
+	b := start(t, kv, ttl, lease.Config{Instance: "b", Host: "h"})
+	waitFor(t, "one active", 5*time.Second, func() bool { return a.Active() || b.Active() })
+	holder, other := a, b
+	if b.Active() {
+		holder, other = b, a
+	}
+	ctx := context.Background()
+	if err := lease.NewCheckpoints(ckv, key).Write(ctx, other.Lease, 1, "x"); !errors.Is(err, lease.ErrNotActive) {
+		t.Errorf("a standby's checkpoint write: %v, want ErrNotActive", err)
+	}
+	w := lease.NewCheckpoints(ckv, key)
+	for seq := uint64(1); seq <= 3; seq++ {
+		if err := w.Write(ctx, holder.Lease, seq, map[string]uint64{"n": seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp, found, err := lease.NewCheckpoints(ckv, key).Read(ctx)
+	if err != nil || !found || cp.Seq != 3 || cp.Epoch != holder.Epoch() || cp.Nonce != holder.Nonce() || string(cp.State) != `{"n":3}` {
+		t.Errorf("Read = %+v %v %v", cp, found, err)
+	}
+	// A successor's writer supersedes an older revision.
+	if err := lease.NewCheckpoints(ckv, key).Write(ctx, holder.Lease, 4, "y"); err != nil {
+		t.Errorf("a second writer of the same tenure: %v", err)
+	}
+}
