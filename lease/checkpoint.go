@@ -56,6 +56,9 @@ func NewCheckpoints(kv jetstream.KeyValue, key string) *Checkpoints {
 	return &Checkpoints{kv: kv, key: key}
 }
 
+// Revision is the revision this process read or wrote last.
+func (c *Checkpoints) Revision() uint64 { return c.rev }
+
 // Read returns the latest checkpoint (found false when none was written).
 func (c *Checkpoints) Read(ctx context.Context) (cp Checkpoint, found bool, err error) {
 	e, err := c.kv.Get(ctx, c.key)

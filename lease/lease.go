@@ -105,7 +105,9 @@ type Lease struct {
 	since    time.Time
 	epoch    uint64 // the revision at which the current tenure began
 
-	wake chan struct{}
+	wake      chan struct{}
+	firstOnce sync.Once
+	first     chan struct{} // closed after the first attempt to acquire
 }
 
 // Key is the key of a group: the shop (its URL) and the stream, sanitized
@@ -187,7 +189,7 @@ func New(kv jetstream.KeyValue, ttl time.Duration, cfg Config) *Lease {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Lease{kv: kv, cfg: cfg, ttl: ttl, nonce: hex.EncodeToString(b[:]), log: log.With("component", "lease"), wake: make(chan struct{}, 1)}
+	return &Lease{kv: kv, cfg: cfg, ttl: ttl, nonce: hex.EncodeToString(b[:]), log: log.With("component", "lease"), wake: make(chan struct{}, 1), first: make(chan struct{})}
 }
 
 // TTL is the lease's time to live (the bucket's).
@@ -236,6 +238,17 @@ func (l *Lease) Epoch() uint64 {
 	return l.epoch
 }
 
+// Decided is closed once Run made its first attempt to acquire the lease:
+// Active then says whether this process started as the active replica.
+func (l *Lease) Decided() <-chan struct{} { return l.first }
+
+// Value is this process's value (instance, host, since).
+func (l *Lease) Value() Value {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Since: l.since}
+}
+
 // Holder reads the key: who holds the lease now (found false when nobody).
 func (l *Lease) Holder(ctx context.Context) (v Value, found bool, err error) {
 	e, err := l.kv.Get(ctx, l.cfg.Key)
@@ -267,6 +280,7 @@ func (l *Lease) Run(ctx context.Context) error {
 	go l.watch(wctx)
 	for {
 		wait := l.step(ctx)
+		l.firstOnce.Do(func() { close(l.first) })
 		if ctx.Err() != nil {
 			break
 		}
@@ -281,6 +295,7 @@ func (l *Lease) Run(ctx context.Context) error {
 			break
 		}
 	}
+	l.firstOnce.Do(func() { close(l.first) })
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer rcancel()
 	if err := l.Release(rctx); err != nil {

@@ -100,7 +100,11 @@ type Config struct {
 	// server-time estimate is carried forward on it. Default: the process's
 	// monotonic clock, or Now's own when Now is set (a fake clock).
 	Monotonic  func() time.Duration
-	OnResponse func(CallInfo)    // called after every exchange (metrics)
+	// Gate, when set, is asked before every request (logins included); an
+	// error stops the call at once, nothing is sent (the lease of a hot
+	// standby group: only the active replica calls the service).
+	Gate       func() error
+	OnResponse func(CallInfo) // called after every exchange (metrics)
 	OnLogin    func(LoginResult) // called after every login request (metrics)
 	// OnClockJump is called when a Date header jumps against the
 	// monotonic clock (distrusted) and when a new server clock is
@@ -349,6 +353,9 @@ func (c *Client) call(ctx context.Context, r request) error {
 		}
 		sent.Store(false)
 		status, body, err := c.exchange(ctx, r, tok.AccessToken)
+		if errors.Is(err, ErrFenced) {
+			return fmt.Errorf("%s: %w", r.op, err)
+		}
 		if err == nil && status/100 == 2 {
 			if r.decode == nil {
 				return nil
@@ -418,6 +425,11 @@ func (r request) lost(partial []byte, err error) error {
 // its answer may carry a page worth committing, and a login half done
 // would leave a session behind.
 func (c *Client) exchange(ctx context.Context, r request, access string) (status int, body []byte, err error) {
+	if c.cfg.Gate != nil {
+		if gerr := c.cfg.Gate(); gerr != nil {
+			return 0, nil, fmt.Errorf("%w: %w", ErrFenced, gerr)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 	defer cancel()
 	u := *c.base

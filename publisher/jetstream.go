@@ -237,6 +237,15 @@ func (a *jsAttempt) admit(e *state.OutboxEntry) {
 // send publishes asynchronously. The entry is registered as in flight before
 // the publish: its PubAck may be queued before PublishMsgAsync returns.
 func (a *jsAttempt) send(pe *pending) {
+	if g := a.p.cfg.Gate; g != nil {
+		if err := g(); err != nil {
+			// Fenced: not the active replica (any more). Nothing goes out;
+			// the entry stays in the outbox.
+			a.ready = append([]*pending{pe}, a.ready...)
+			a.failure = fmt.Errorf("publish %s: %w", pe.msg.Subject, err)
+			return
+		}
+	}
 	pe.sent = time.Now()
 	a.inflight[&pe.msg] = pe
 	if _, err := a.p.js.PublishMsgAsync(&pe.msg); err != nil {
