@@ -99,17 +99,17 @@ type Config struct {
 	// Monotonic is the time elapsed on a clock that is never stepped; the
 	// server-time estimate is carried forward on it. Default: the process's
 	// monotonic clock, or Now's own when Now is set (a fake clock).
-	Monotonic func() time.Duration
-	// Gate, when set, is asked before every request (logins included); an
-	// error stops the call at once, nothing is sent (the lease of a hot
-	// standby group: only the active replica calls the service).
-	Gate       func() error
+	Monotonic  func() time.Duration
 	OnResponse func(CallInfo)    // called after every exchange (metrics)
 	OnLogin    func(LoginResult) // called after every login request (metrics)
 	// OnClockJump is called when a Date header jumps against the
 	// monotonic clock (distrusted) and when a new server clock is
 	// accepted after it kept saying so (metrics).
 	OnClockJump func(jump time.Duration, accepted bool)
+	// Gate, when set, is asked before every request (logins included); an
+	// error stops the call at once, nothing is sent (the lease of a hot
+	// standby group: only the active replica calls the service).
+	Gate func() error
 }
 
 // Client talks to the service. It is safe for concurrent use; logins are
