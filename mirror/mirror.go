@@ -169,27 +169,28 @@ func (m *Mirror) Activated(epoch uint64) error {
 // when the latest checkpoint is its own (or none exists) nothing is to do;
 // otherwise its own unpublished outbox is undone, the newest dump and the
 // stream are applied to the end, and the latest checkpoint written. The
-// tenure is recorded last.
-func (m *Mirror) Takeover(ctx context.Context, epoch uint64, atStart bool) error {
+// tenure is recorded last. restored says whether the state file now holds
+// the group's state (the components that read it must read it again).
+func (m *Mirror) Takeover(ctx context.Context, epoch uint64, atStart bool) (restored bool, err error) {
 	if atStart {
 		cont, err := m.Continues(ctx)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if cont {
-			return m.Activated(epoch)
+			return false, m.Activated(epoch)
 		}
 		if err := m.Demoted(ctx); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if err := m.CatchUp(ctx); err != nil {
-		return err
+		return false, err
 	}
 	if _, err := m.ApplyCheckpoint(ctx, true); err != nil {
-		return err
+		return false, err
 	}
-	return m.Activated(epoch)
+	return true, m.Activated(epoch)
 }
 
 // Continues says whether the latest checkpoint is this replica's own (or

@@ -28,10 +28,12 @@ type daemon struct {
 	cfg     *Config
 	log     *slog.Logger
 	store   *state.Store
+	wmu     sync.RWMutex // guards client and poll (replaced at a takeover)
 	client  *plenty.Client
 	poll    *poller.Poller
 	nc      *nats.Conn
 	pub     *publisher.Publisher
+	rep     *replica // hot standby (standby.go); nil when off
 	metrics *metrics
 	reg     *prometheus.Registry
 	ln      net.Listener
@@ -61,27 +63,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	d.gap.Store(int64(cfg.PollInterval))
 
 	var m *metrics
-	d.client, err = plenty.New(plenty.Config{
-		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
-		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
-		UserAgent: "orderwatch/" + version, Tokens: d.store,
-		Logger:     log.With("component", "client"),
-		OnResponse: func(c plenty.CallInfo) { m.observeCall(c) },
-		OnLogin:    func(r plenty.LoginResult) { m.observeLogin(r) },
-		OnClockJump: func(_ time.Duration, accepted bool) {
-			if !accepted {
-				m.clockProblems.Inc()
-			}
-		},
-	})
-	if err != nil {
-		return nil, configErr("%v", err)
-	}
 	scope, _ := cfg.scope()
-	source := cfg.Source
-	if source == "" {
-		source = cfg.PlentyURL
-	}
 	d.nc, err = publisher.Connect(publisher.ConnConfig{
 		URL: cfg.NATSURL, Name: "orderwatch", User: cfg.NATSUser, Password: cfg.NATSPassword, Token: cfg.NATSToken,
 		CredsFile: cfg.NATSCreds, NKeyFile: cfg.NATSNKey, TLSCA: cfg.NATSTLSCA, TLSCert: cfg.NATSTLSCert, TLSKey: cfg.NATSTLSKey,
@@ -96,22 +78,18 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		Replicas: cfg.StreamReplicas, MaxInFlight: cfg.PublishInFlight, Logger: log,
 		OnPublished: func(n int, _ time.Duration) { m.published.Add(float64(n)) },
 		OnError:     func(error) { m.publishErrors.Inc() },
+		Gate:        d.gate,
 	})
 	if err != nil {
 		return nil, configErr("%v", err)
 	}
-	d.poll, err = poller.New(d.client, d.store, poller.Config{
-		Settle: cfg.Settle, Overlap: cfg.Overlap, StartFrom: cfg.StartFrom.Time(time.Now()),
-		Scope: scope.Sent, ScopeComplex: scope.SentGroup, ScopeLocal: scope.Local, With: cfg.With, LazyLoaded: cfg.LazyLoaded,
-		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: poller.KeysetMode(cfg.Keyset),
-		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
-		Source: source, SubjectPrefix: cfg.SubjectPrefix,
-		OnCommit:   func(int) { d.pub.Notify() },
-		OnProgress: d.onProgress,
-		Logger:     log.With("component", "poller"),
-	})
-	if err != nil {
-		return nil, configErr("%v", err)
+	if cfg.Lease && cfg.Stream != "" {
+		if d.rep, err = newReplica(d); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.newWorkers(); err != nil {
+		return nil, err
 	}
 	if sent := scopeSentText(scope); sent != "" || scope.Local != nil {
 		log.Info("scope split", "sent", sent, "evaluated", scope.Local.String())
@@ -119,16 +97,16 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	d.clockProblem.Store("")
 	d.firstSyncPct.Store(-1)
 	m = newMetrics(d.reg, liveSources{
-		throttle:      d.client.Throttle,
-		waited:        d.client.Pacer().Waited,
+		throttle:      func() plenty.Throttle { return d.cl().Throttle() },
+		waited:        func() time.Duration { return d.cl().Pacer().Waited() },
 		outboxDepth:   d.store.OutboxDepth,
 		stateWritable: func() bool { return d.store.WriteErr() == nil },
 		connected:     d.pub.Connected,
 		serverNow: func() time.Time {
-			t, _ := d.client.ServerNow()
+			t, _ := d.cl().ServerNow()
 			return t
 		},
-		blockedUntil: func() time.Time { t, _ := d.client.Pacer().Blocked(); return t },
+		blockedUntil: func() time.Time { t, _ := d.cl().Pacer().Blocked(); return t },
 		startFrom:    cfg.StartFrom.Time(time.Now()),
 	})
 	d.metrics = m
@@ -145,6 +123,60 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	return d, nil
 }
 
+// newWorkers builds the client and the poller from the configuration and
+// the state file (what they keep in it is read now): at the start, and
+// again when a standby takes over with the group's state restored into its
+// file. It makes no call to the service.
+func (d *daemon) newWorkers() error {
+	cfg := d.cfg
+	scope, _ := cfg.scope()
+	source := cfg.Source
+	if source == "" {
+		source = cfg.PlentyURL
+	}
+	client, err := plenty.New(plenty.Config{
+		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
+		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
+		UserAgent: d.userAgent(), Tokens: d.store,
+		Logger:     d.log.With("component", "client"),
+		Gate:       d.gate,
+		OnResponse: func(c plenty.CallInfo) { d.metrics.observeCall(c) },
+		OnLogin:    func(r plenty.LoginResult) { d.metrics.observeLogin(r) },
+		OnClockJump: func(_ time.Duration, accepted bool) {
+			if !accepted {
+				d.metrics.clockProblems.Inc()
+			}
+		},
+	})
+	if err != nil {
+		return configErr("%v", err)
+	}
+	poll, err := poller.New(client, d.store, poller.Config{
+		Settle: cfg.Settle, Overlap: cfg.Overlap, StartFrom: cfg.StartFrom.Time(time.Now()),
+		Scope: scope.Sent, ScopeComplex: scope.SentGroup, ScopeLocal: scope.Local, With: cfg.With, LazyLoaded: cfg.LazyLoaded,
+		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: poller.KeysetMode(cfg.Keyset),
+		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
+		Source: source, SubjectPrefix: cfg.SubjectPrefix,
+		OnCommit:   func(int) { d.pub.Notify() },
+		OnProgress: d.onProgress,
+		Logger:     d.log.With("component", "poller"),
+	})
+	if err != nil {
+		return configErr("%v", err)
+	}
+	d.wmu.Lock()
+	d.client, d.poll = client, poll
+	d.wmu.Unlock()
+	return nil
+}
+
+// cl is the current client (replaced at a takeover).
+func (d *daemon) cl() *plenty.Client {
+	d.wmu.RLock()
+	defer d.wmu.RUnlock()
+	return d.client
+}
+
 // httpURL is the base URL of the HTTP endpoints.
 func (d *daemon) httpURL() string { return "http://" + d.ln.Addr().String() }
 
@@ -159,15 +191,42 @@ func (d *daemon) run(ctx context.Context) error {
 	d.log.Info("orderwatch started", "version", version, "service", d.cfg.PlentyURL, "nats", publisher.RedactURL(d.cfg.NATSURL),
 		"stream", d.cfg.Stream, "state", d.cfg.StatePath, "http", d.ln.Addr().String(), "interval", d.cfg.PollInterval.String())
 
+	start := time.Now()
+	var left int
+	if d.rep != nil {
+		start, left = d.runReplica(ctx) // standby.go
+	} else {
+		stop := d.startWorkers(ctx)
+		<-ctx.Done()
+		start = time.Now()
+		left = stop(true)
+	}
+	shutCtx, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	_ = srv.Shutdown(shutCtx)
+	d.close()
+	d.log.Info("stopped", "outbox_left", left, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// startWorkers runs the sweep and publish loops until ctx ends or the
+// returned stop is called. stop ends them (the page in hand is finished)
+// within the shutdown timeout and, with flush, publishes what is left in
+// the outbox (bounded by the same timeout); it returns the entries left.
+func (d *daemon) startWorkers(ctx context.Context) (stop func(flush bool) int) {
+	d.wmu.RLock()
+	client, poll := d.client, d.poll
+	d.wmu.RUnlock()
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		d.sweepAlive.Store(true)
 		defer d.sweepAlive.Store(false)
-		_ = d.poll.Run(ctx, poller.RunConfig{
+		_ = poll.Run(ctx, poller.RunConfig{
 			Interval: d.cfg.PollInterval, CallShare: d.cfg.CallShare,
-			Throttle: d.client.Throttle, OnSweep: d.onSweep,
+			Throttle: client.Throttle, OnSweep: d.onSweep,
 		})
 	}()
 	go func() {
@@ -178,29 +237,31 @@ func (d *daemon) run(ctx context.Context) error {
 			d.log.Error("publisher stopped", "err", err)
 		}
 	}()
-	<-ctx.Done()
-	start := time.Now()
-	d.log.Info("shutting down: finishing the page in hand, then flushing the outbox", "timeout", d.cfg.ShutdownTimeout.String())
-	loops := make(chan struct{})
-	go func() { wg.Wait(); close(loops) }()
-	select {
-	case <-loops:
-	case <-time.After(d.cfg.ShutdownTimeout):
-		d.log.Warn("the sweep or publish loop did not stop within the shutdown timeout; exiting without waiting")
+	return func(flush bool) int {
+		start := time.Now()
+		if flush {
+			d.log.Info("shutting down: finishing the page in hand, then flushing the outbox", "timeout", d.cfg.ShutdownTimeout.String())
+		}
+		cancel()
+		loops := make(chan struct{})
+		go func() { wg.Wait(); close(loops) }()
+		select {
+		case <-loops:
+		case <-time.After(d.cfg.ShutdownTimeout):
+			d.log.Warn("the sweep or publish loop did not stop within the shutdown timeout; exiting without waiting")
+		}
+		if !flush {
+			return d.store.OutboxDepth()
+		}
+		flushCtx, cancel := context.WithTimeout(context.Background(), max(d.cfg.ShutdownTimeout-time.Since(start), time.Second))
+		defer cancel()
+		err := d.pub.Flush(flushCtx)
+		left := d.store.OutboxDepth()
+		if err != nil {
+			d.log.Warn("outbox not fully flushed; the rest is published at the next start", "left", left, "err", err)
+		}
+		return left
 	}
-	flushCtx, cancel := context.WithTimeout(context.Background(), max(d.cfg.ShutdownTimeout-time.Since(start), time.Second))
-	defer cancel()
-	err := d.pub.Flush(flushCtx)
-	left := d.store.OutboxDepth()
-	if err != nil {
-		d.log.Warn("outbox not fully flushed; the rest is published at the next start", "left", left, "err", err)
-	}
-	shutCtx, cancel2 := context.WithTimeout(context.Background(), time.Second)
-	defer cancel2()
-	_ = srv.Shutdown(shutCtx)
-	d.close()
-	d.log.Info("stopped", "outbox_left", left, "took", time.Since(start).Round(time.Millisecond).String())
-	return nil
 }
 
 func (d *daemon) onSweep(st poller.Stats, err error) {
@@ -238,6 +299,9 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 	}
 	d.lastOK.Store(time.Now().UnixNano())
 	d.log.Info("sweep", attrs...)
+	if d.rep != nil {
+		d.rep.onCommitted() // standby.go: checkpoint
+	}
 }
 
 // onProgress is the poller's page-by-page report.
@@ -273,9 +337,12 @@ func (d *daemon) onWritable(err error) {
 // connected, the outbox below its limit, no clock problem, and no wait for
 // the service's throttling longer than those three gaps pending.
 func (d *daemon) ready() (bool, string) {
+	if d.rep != nil && !d.rep.working.Load() {
+		return d.standbyReady() // standby.go
+	}
 	last := d.lastOK.Load()
 	window := 3 * time.Duration(d.gap.Load())
-	if until, why := d.client.Pacer().Blocked(); !until.IsZero() && time.Until(until) > window {
+	if until, why := d.cl().Pacer().Blocked(); !until.IsZero() && time.Until(until) > window {
 		return false, fmt.Sprintf("waiting for the service's throttling: no call before %s (%s)", until.UTC().Format(time.RFC3339), why)
 	}
 	if p, _ := d.clockProblem.Load().(string); p != "" {
@@ -309,7 +376,12 @@ func (d *daemon) ready() (bool, string) {
 func (d *daemon) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if !d.sweepAlive.Load() || !d.pubAlive.Load() {
+		if d.rep != nil && !d.rep.working.Load() {
+			if !d.rep.mirrorAlive.Load() && d.rep.lease.Load() != nil && !d.rep.active() {
+				http.Error(w, "standby: the mirror has stopped", http.StatusServiceUnavailable)
+				return
+			}
+		} else if !d.sweepAlive.Load() || !d.pubAlive.Load() {
 			http.Error(w, "a loop has stopped", http.StatusServiceUnavailable)
 			return
 		}

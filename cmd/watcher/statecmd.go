@@ -32,6 +32,9 @@ type stateReport struct {
 	OrdersTracked int       `json:"ordersTracked"`
 	OutboxDepth   int       `json:"outboxDepth"`
 	FirstSync     firstSync `json:"firstSync"`
+
+	// Lease is the hot standby's view (standby.go); only from a running watcher.
+	Lease *leaseReport `json:"lease,omitempty"`
 }
 
 // firstSync is the progress of the first sweep (the baseline): the share of
@@ -118,6 +121,7 @@ func (d *daemon) serveStateReport(w http.ResponseWriter, _ *http.Request) {
 		// (the same figure as orderwatch_first_sync_progress_ratio).
 		rep.FirstSync.Progress = float64(pct) / 100
 	}
+	rep.Lease = d.leaseReport()
 	writeJSON(w, rep)
 }
 
