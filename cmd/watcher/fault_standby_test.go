@@ -454,6 +454,23 @@ func TestFaultStandby(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	e.quiesceGroup()
+	// The holder in the state report and in `watcher check`.
+	act := e.active()
+	for _, p := range e.reps {
+		_, body := get("http://" + p.addr + "/state")
+		var rep struct {
+			Lease leaseReport `json:"lease"`
+		}
+		if err := json.Unmarshal([]byte(body), &rep); err != nil || rep.Lease.Holder != act.name || (rep.Lease.Role == "active") != (p == act) {
+			t.Errorf("%s: state report lease %+v (%v); want holder %s", p.name, rep.Lease, err, act.name)
+		}
+	}
+	cmd := exec.Command(watcherBin(t), "check")
+	cmd.Env = e.other(act).env
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "held by "+act.name) {
+		t.Errorf("watcher check does not name the holder %s:\n%s", act.name, out)
+	}
 	n := e.check()
 	byType := e.checkChains()
 	calls := e.checkCalls()

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -415,4 +418,34 @@ func (d *daemon) userAgent() string {
 		return "orderwatch/" + version
 	}
 	return "orderwatch/" + version + " (" + d.rep.instance + ")"
+}
+
+// checkLease is `watcher check`'s line about the hot-standby group: who
+// holds the lease of this shop and stream. Informational: no replica
+// holding it is a warning (none running, or a takeover under way).
+func checkLease(ctx context.Context, cfg *Config, nc *nats.Conn, w io.Writer) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		fmt.Fprintf(w, "WARN lease: %v\n", err)
+		return
+	}
+	key := lease.Key(cfg.PlentyURL, cfg.Stream)
+	kv, err := js.KeyValue(ctx, cfg.LeaseBucket+"_lease")
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		fmt.Fprintf(w, "ok   lease: no replica has run yet (bucket %s_lease is created at the first start)\n", cfg.LeaseBucket)
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(w, "WARN lease: %v\n", err)
+		return
+	}
+	v, found, err := lease.New(kv, time.Second, lease.Config{Key: key}).Holder(ctx)
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "WARN lease: %v\n", err)
+	case !found:
+		fmt.Fprintf(w, "WARN lease %s: no replica holds it (none running, or a takeover under way)\n", key)
+	default:
+		fmt.Fprintf(w, "ok   lease %s: held by %s (host %s) since %s\n", key, v.Instance, v.Host, v.Since.Format(time.RFC3339))
+	}
 }
