@@ -104,6 +104,12 @@ install, upgrade, template or lint stops here with one clear line.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (or (not .Values.standby.enabled) (not .Values.stream.name)) }}
+{{- fail (printf "replicaCount is %d but the hot standby is off (standby.enabled false or stream.name empty): every replica would poll the shop and publish every event" (int .Values.replicaCount)) }}
+{{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) .Values.persistence.existingClaim }}
+{{- fail "persistence.existingClaim is one volume for one pod: with replicaCount > 1 every pod needs its own (volumeClaimTemplates)" }}
+{{- end }}
 {{- if and .Values.persistence.existingClaim (not .Values.persistence.enabled) }}
 {{- fail "persistence.existingClaim is set but persistence.enabled is false: the chart would ignore the claim and keep the state on an emptyDir" }}
 {{- end }}
@@ -264,6 +270,11 @@ envFrom:
       name: {{ include "orderwatch.fullname" . }}
 env:
   {{- include "orderwatch.secretEnv" . | nindent 2 }}
+  # The replica's name in the hot-standby lease: the pod name.
+  - name: WATCHER_INSTANCE_ID
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.name
   {{- if include "orderwatch.goMemLimit" . }}
   # The memory limit in bytes: the Go GC's soft limit.
   - name: GOMEMLIMIT
