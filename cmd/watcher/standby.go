@@ -27,7 +27,8 @@ type replica struct {
 	host     string
 
 	lease  atomic.Pointer[lease.Lease] // nil until NATS answered
-	mirror *mirror.Mirror
+	mirror *mirror.Mirror                // set once by setup, before the lease
+	shown  atomic.Pointer[mirror.Mirror] // the same, for the HTTP handlers and metrics
 	ckpts  *lease.Checkpoints
 
 	changed     chan struct{} // the lease changed hands (cap 1)
@@ -49,15 +50,21 @@ func newReplica(d *daemon) (*replica, error) {
 	r := &replica{
 		key: lease.Key(d.cfg.PlentyURL, d.cfg.Stream), instance: id, host: host,
 		changed: make(chan struct{}, 1), swept: make(chan struct{}, 1),
-		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orderwatch_takeovers_total", Help: "Times this replica became the active one of its group (the lease acquired).",
-		}),
-		applied: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orderwatch_standby_applied_events_total", Help: "Events of the stream a standby applied to its snapshot.",
-		}),
 	}
 	r.holder.Store(lease.Value{})
-	d.reg.MustRegister(r.takeovers, r.applied,
+	r.register(d.reg)
+	return r, nil
+}
+
+// register creates and registers the hot standby's metrics.
+func (r *replica) register(reg prometheus.Registerer) {
+	r.takeovers = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_takeovers_total", Help: "Times this replica became the active one of its group (the lease acquired).",
+	})
+	r.applied = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_standby_applied_events_total", Help: "Events of the stream a standby applied to its snapshot.",
+	})
+	reg.MustRegister(r.takeovers, r.applied,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "orderwatch_leader", Help: "1 while this replica holds the lease (the active one), 0 as a standby.",
 		}, func() float64 {
@@ -69,13 +76,12 @@ func newReplica(d *daemon) (*replica, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "orderwatch_standby_lag_events", Help: "Events of the group in the stream a standby has not applied yet (0 on the active; -1 unknown).",
 		}, func() float64 {
-			if r.active() || r.mirror == nil {
-				return 0
+			if m := r.shown.Load(); m != nil && !r.active() {
+				return float64(m.Lag())
 			}
-			return float64(r.mirror.Lag())
+			return 0
 		}),
 	)
-	return r, nil
 }
 
 func (r *replica) active() bool {
@@ -156,6 +162,7 @@ func (r *replica) bind(ctx context.Context, d *daemon, js jetstream.JetStream) e
 			}
 		},
 	})
+	r.shown.Store(r.mirror)
 	r.lease.Store(l)
 	d.log.Info("hot standby: lease", "key", r.key, "instance", r.instance, "ttl", ttl.String(), "bucket", name+"_lease")
 	return nil
@@ -361,10 +368,10 @@ func (d *daemon) standbyReady() (bool, string) {
 		return false, d.store.WriteErr().Error()
 	case !d.pub.Connected():
 		return false, "NATS not connected"
-	case r.mirror == nil || !r.mirrorAlive.Load():
+	case r.shown.Load() == nil || !r.mirrorAlive.Load():
 		return false, "standby: not mirroring the stream yet"
-	case !r.mirror.CaughtUp(10 * time.Second):
-		return false, fmt.Sprintf("standby: behind the stream by %d events", r.mirror.Lag())
+	case !r.shown.Load().CaughtUp(10 * time.Second):
+		return false, fmt.Sprintf("standby: behind the stream by %d events", r.shown.Load().Lag())
 	}
 	h, _ := r.holder.Load().(lease.Value)
 	if h.Instance == "" {
@@ -402,8 +409,8 @@ func (d *daemon) leaseReport() *leaseReport {
 	}
 	h, _ := r.holder.Load().(lease.Value)
 	rep.Holder, rep.HolderAt, rep.Since = h.Instance, h.Host, h.Since
-	if r.mirror != nil {
-		rep.LagEvents, rep.Seq = r.mirror.Lag(), r.mirror.Seq()
+	if m := r.shown.Load(); m != nil {
+		rep.LagEvents, rep.Seq = m.Lag(), m.Seq()
 		if rep.Role == "active" {
 			rep.LagEvents = 0
 		}
