@@ -171,14 +171,14 @@ func (m *Mirror) Activated(epoch uint64) error {
 // stream are applied to the end, and the latest checkpoint written. The
 // tenure is recorded last. restored says whether the state file now holds
 // the group's state (the components that read it must read it again).
-func (m *Mirror) Takeover(ctx context.Context, epoch uint64, atStart bool) (restored bool, err error) {
+func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (restored bool, err error) {
 	if atStart {
 		cont, err := m.Continues(ctx)
 		if err != nil {
 			return false, err
 		}
 		if cont {
-			return false, m.Activated(epoch)
+			return false, m.Activated(l.Epoch())
 		}
 		if err := m.Demoted(ctx); err != nil {
 			return false, err
@@ -190,7 +190,13 @@ func (m *Mirror) Takeover(ctx context.Context, epoch uint64, atStart bool) (rest
 	if _, err := m.ApplyCheckpoint(ctx, true); err != nil {
 		return false, err
 	}
-	return true, m.Activated(epoch)
+	if err := m.Activated(l.Epoch()); err != nil {
+		return true, err
+	}
+	// The tenure's first checkpoint, before any call: a replica that was
+	// active before this one and restarts sees that it does not continue.
+	_, err = m.checkpoint(ctx, l)
+	return true, err
 }
 
 // Continues says whether the latest checkpoint is this replica's own (or
@@ -446,6 +452,24 @@ func (m *Mirror) LastSeq(ctx context.Context) (uint64, error) {
 // sweep of a tenure and then every DumpEvery, a snapshot dump. It returns
 // whether a checkpoint was written.
 func (m *Mirror) Committed(ctx context.Context, l *lease.Lease) (bool, error) {
+	ok, err := m.checkpoint(ctx, l)
+	if !ok || err != nil {
+		return ok, err
+	}
+	m.mu.Lock()
+	due := !m.dumped || time.Since(m.lastDump) >= m.cfg.DumpEvery
+	m.mu.Unlock()
+	if m.cfg.Dumps != nil && due {
+		if err := m.dump(ctx, l); err != nil && !errors.Is(err, state.ErrNotQuiet) {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// checkpoint writes a checkpoint when the outbox is empty; false when it
+// is not.
+func (m *Mirror) checkpoint(ctx context.Context, l *lease.Lease) (bool, error) {
 	seq, err := m.LastSeq(ctx)
 	if err != nil {
 		return false, err
@@ -458,21 +482,18 @@ func (m *Mirror) Committed(ctx context.Context, l *lease.Lease) (bool, error) {
 		return false, err
 	}
 	m.ckptRev.Store(m.cfg.Checkpoints.Revision())
-	if err := m.save(func(r *Record) { r.Seq = max(r.Seq, seq) }); err != nil {
-		return true, err
-	}
-	m.mu.Lock()
-	due := !m.dumped || time.Since(m.lastDump) >= m.cfg.DumpEvery
-	m.mu.Unlock()
-	if m.cfg.Dumps != nil && st.BaselineDone && due {
-		if err := m.dump(ctx, l, seq); err != nil && !errors.Is(err, state.ErrNotQuiet) {
-			return true, err
-		}
-	}
-	return true, nil
+	return true, m.save(func(r *Record) { r.Seq = max(r.Seq, seq) })
 }
 
-func (m *Mirror) dump(ctx context.Context, l *lease.Lease, seq uint64) error {
+func (m *Mirror) dump(ctx context.Context, l *lease.Lease) error {
+	st, _, err := m.cfg.Store.Checkpoint()
+	if err != nil || !st.BaselineDone {
+		return err // no dump during the first sync: nothing worth a standby's while
+	}
+	seq, err := m.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
 	var buf bytes.Buffer
 	n, err := m.cfg.Store.DumpOrders(&buf)
 	if err != nil {

@@ -268,7 +268,7 @@ func (d *daemon) takeover(ctx context.Context, atStart bool) error {
 	start := time.Now()
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	restored, err := r.mirror.Takeover(tctx, l.Epoch(), atStart)
+	restored, err := r.mirror.Takeover(tctx, l, atStart)
 	if err != nil {
 		return err
 	}
