@@ -26,7 +26,7 @@ type replica struct {
 	instance string
 	host     string
 
-	lease  atomic.Pointer[lease.Lease] // nil until NATS answered
+	lease  atomic.Pointer[lease.Lease]   // nil until NATS answered
 	mirror *mirror.Mirror                // set once by setup, before the lease
 	shown  atomic.Pointer[mirror.Mirror] // the same, for the HTTP handlers and metrics
 	ckpts  *lease.Checkpoints
