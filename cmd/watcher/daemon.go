@@ -376,12 +376,9 @@ func (d *daemon) ready() (bool, string) {
 func (d *daemon) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if d.rep != nil && !d.rep.working.Load() {
-			if !d.rep.mirrorAlive.Load() && d.rep.lease.Load() != nil && !d.rep.active() {
-				http.Error(w, "standby: the mirror has stopped", http.StatusServiceUnavailable)
-				return
-			}
-		} else if !d.sweepAlive.Load() || !d.pubAlive.Load() {
+		// A standby runs no sweep or publish loop; its mirror retries on
+		// its own (readiness says when it is behind).
+		if (d.rep == nil || d.rep.working.Load()) && (!d.sweepAlive.Load() || !d.pubAlive.Load()) {
 			http.Error(w, "a loop has stopped", http.StatusServiceUnavailable)
 			return
 		}
