@@ -24,6 +24,7 @@ type wireState struct {
 // its tracked state before (nil on first sight) and after.
 type EventData struct {
 	ID      string
+	Type    Type
 	OrderID int64
 	Before  *State
 	After   State
@@ -34,6 +35,7 @@ type EventData struct {
 func DecodeEvent(b []byte) (EventData, error) {
 	var ev struct {
 		ID   string `json:"id"`
+		Type Type   `json:"type"`
 		Data struct {
 			OrderID *int64     `json:"orderId"`
 			Before  *wireState `json:"before"`
@@ -46,7 +48,7 @@ func DecodeEvent(b []byte) (EventData, error) {
 	if ev.Data.OrderID == nil || ev.Data.After == nil {
 		return EventData{}, fmt.Errorf("decode event %s: no data.orderId or data.after", ev.ID)
 	}
-	out := EventData{ID: ev.ID, OrderID: *ev.Data.OrderID, After: ev.Data.After.state()}
+	out := EventData{ID: ev.ID, Type: ev.Type, OrderID: *ev.Data.OrderID, After: ev.Data.After.state()}
 	if ev.Data.Before != nil {
 		b := ev.Data.Before.state()
 		out.Before = &b

@@ -33,22 +33,12 @@ type Checkpoints struct {
 // CheckpointBucket returns the checkpoint bucket, creating it when missing
 // (one value per key, no TTL: a checkpoint outlives every replica).
 func CheckpointBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, name)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      name,
-			Description: "orderwatch: the active replica's checkpoint (key per shop and stream)",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, name)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint bucket %s: %w", name, err)
-	}
-	return kv, nil
+	return bucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      name,
+		Description: "orderwatch: the active replica's checkpoint (key per shop and stream)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	})
 }
 
 // NewCheckpoints returns the checkpoints under key.

@@ -140,22 +140,16 @@ func Bucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.D
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	kv, err := js.KeyValue(ctx, name)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:         name,
-			Description:    "orderwatch: which replica of a group is active (key per shop and stream)",
-			History:        1,
-			TTL:            ttl,
-			LimitMarkerTTL: ttl, // expiries become delete markers that the standbys watch
-			Storage:        jetstream.FileStorage,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, name)
-		}
-	}
+	kv, err := bucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:         name,
+		Description:    "orderwatch: which replica of a group is active (key per shop and stream)",
+		History:        1,
+		TTL:            ttl,
+		LimitMarkerTTL: ttl, // expiries become delete markers that the standbys watch
+		Storage:        jetstream.FileStorage,
+	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("lease bucket %s: %w", name, err)
+		return nil, 0, err
 	}
 	st, err := kv.Status(ctx)
 	if err != nil {
@@ -165,6 +159,22 @@ func Bucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.D
 		return nil, 0, fmt.Errorf("lease bucket %s has no TTL: a lease would never expire; delete the bucket (nats kv del %s) and let the watcher create it", name, name)
 	}
 	return kv, st.TTL(), nil
+}
+
+// bucket binds the bucket cfg names, creating it with cfg when missing
+// (another replica may create it at the same moment).
+func bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
 }
 
 // New returns the lease of this process on kv; ttl is the bucket's.

@@ -310,7 +310,8 @@ func (m *Mirror) follow(ctx context.Context, once bool) error {
 		if once {
 			batch, err = cons.FetchNoWait(m.cfg.Batch)
 		} else {
-			batch, err = cons.Fetch(m.cfg.Batch, jetstream.FetchMaxWait(time.Second))
+			// Short: Fetch does not watch ctx, and a takeover waits for it.
+			batch, err = cons.Fetch(m.cfg.Batch, jetstream.FetchMaxWait(200*time.Millisecond))
 		}
 		if err != nil {
 			return fmt.Errorf("mirror stream %s: %w", m.cfg.Stream, err)

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	natstest "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/diff"
+	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/mirror"
 	"github.com/orderwatch/orderwatch/plenty"
@@ -35,19 +35,7 @@ type replica struct {
 
 func runServer(t *testing.T) *server.Server {
 	t.Helper()
-	opts := natstest.DefaultTestOptions
-	opts.Port = -1
-	opts.JetStream = true
-	opts.StoreDir = t.TempDir()
-	s, err := server.NewServer(&opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	s := testnats.Start(t)
 	nc, _ := nats.Connect(s.ClientURL())
 	defer nc.Close()
 	js, _ := jetstream.New(nc)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
@@ -28,47 +29,16 @@ import (
 // The harness's faster sweep (interval, settle, overlap of newFaultEnv)
 // is kept; the lease runs at its defaults (WATCHER_LEASE_TTL 9s).
 
-// replicaProc is one replica's process.
+// replicaProc is one replica's process: a faultEnv of its own for the
+// harness's process handling (start, kill, logs), sharing the world.
 type replicaProc struct {
-	t    *testing.T
+	*faultEnv
 	name string
-	addr string
-	env  []string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	logs strings.Builder
-}
-
-func (p *replicaProc) start() {
-	p.t.Helper()
-	cmd := exec.Command(watcherBin(p.t), "run")
-	cmd.Env = p.env
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	go func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := stderr.Read(b)
-			p.mu.Lock()
-			p.logs.Write(b[:n])
-			p.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	p.mu.Lock()
-	p.cmd = cmd
-	p.mu.Unlock()
-	p.t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 }
 
 func (p *replicaProc) signal(sig syscall.Signal) {
 	p.mu.Lock()
-	c := p.cmd
+	c := p.proc
 	p.mu.Unlock()
 	_ = c.Process.Signal(sig)
 }
@@ -76,7 +46,7 @@ func (p *replicaProc) signal(sig syscall.Signal) {
 // wait waits for the process to exit (after a kill or a SIGTERM).
 func (p *replicaProc) wait() {
 	p.mu.Lock()
-	c := p.cmd
+	c := p.proc
 	p.mu.Unlock()
 	done := make(chan struct{})
 	go func() { _ = c.Wait(); close(done) }()
@@ -128,9 +98,9 @@ func newStandbyEnv(t *testing.T) *standbyEnv {
 	}))
 	t.Cleanup(srv.Close)
 	for _, name := range []string{"r1", "r2"} {
-		p := &replicaProc{t: t, name: name, addr: freePort(t)}
+		p := &replicaProc{faultEnv: &faultEnv{t: t, addr: freePort(t), state: filepath.Join(t.TempDir(), name+".db")}, name: name}
 		p.env = append(append([]string{}, e.env...), "WATCHER_PLENTY_URL="+srv.URL, "WATCHER_INSTANCE_ID="+name,
-			"WATCHER_STATE_PATH="+filepath.Join(t.TempDir(), name+".db"), "WATCHER_HTTP_ADDR="+p.addr)
+			"WATCHER_STATE_PATH="+p.state, "WATCHER_HTTP_ADDR="+p.addr)
 		e.reps = append(e.reps, p)
 	}
 	go e.watchLease(srv.URL)
@@ -279,34 +249,21 @@ func (e *standbyEnv) checkChains() (byType map[string]int) {
 		if err != nil {
 			e.t.Fatalf("reading event %d of %d: %v", i, total, err)
 		}
-		var ev struct {
-			Type string `json:"type"`
-			Data struct {
-				OrderID int64 `json:"orderId"`
-				Before  *struct {
-					StatusID   json.Number `json:"statusId"`
-					LockStatus string      `json:"lockStatus"`
-				} `json:"before"`
-				After struct {
-					StatusID   json.Number `json:"statusId"`
-					LockStatus string      `json:"lockStatus"`
-				} `json:"after"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+		ev, err := diff.DecodeEvent(msg.Data())
+		if err != nil {
 			e.t.Fatal(err)
 		}
-		byType[ev.Type]++
-		id := ev.Data.OrderID
-		after := st{plenty.MustDecimal(ev.Data.After.StatusID.String()).Canonical(), ev.Data.After.LockStatus}
+		byType[string(ev.Type)]++
+		id := ev.OrderID
+		after := st{ev.After.StatusID.Canonical(), ev.After.LockStatus}
 		prev, known := cur[id]
 		switch {
-		case ev.Type == "order.discovered":
+		case ev.Type == diff.Discovered:
 			e.t.Errorf("order %d discovered: a spurious first sight (the standby's snapshot lacked it)", id)
-		case ev.Data.Before == nil && known:
+		case ev.Before == nil && known:
 			e.t.Errorf("order %d: %s without a before, but the order was known", id, ev.Type)
-		case ev.Data.Before != nil:
-			before := st{plenty.MustDecimal(ev.Data.Before.StatusID.String()).Canonical(), ev.Data.Before.LockStatus}
+		case ev.Before != nil:
+			before := st{ev.Before.StatusID.Canonical(), ev.Before.LockStatus}
 			if same := last[id]; (!known || before != prev) && (same.before != before || same.after != after) {
 				e.t.Errorf("order %d: %s from %+v, but its last state in the stream was %+v (known %v): a spurious or missed transition", id, ev.Type, before, prev, known)
 			}
