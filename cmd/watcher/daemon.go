@@ -265,6 +265,7 @@ func (d *daemon) startWorkers(ctx context.Context) (stop func(flush bool) int) {
 }
 
 func (d *daemon) onSweep(st poller.Stats, err error) {
+	d.applyRescan() // rescan.go: between two sweeps
 	d.metrics.observeSweep(st, err)
 	if st.NextGap > 0 {
 		d.gap.Store(int64(st.NextGap))

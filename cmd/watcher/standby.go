@@ -37,8 +37,10 @@ type replica struct {
 	mirrorAlive atomic.Bool
 	holder      atomic.Value // lease.Value: the holder last seen ("" instance: none)
 
-	takeovers prometheus.Counter
-	applied   prometheus.Counter
+	takeovers  prometheus.Counter
+	applied    prometheus.Counter
+	rescans    prometheus.Counter
+	rescanFrom atomic.Pointer[time.Time] // a rescan request waiting for the end of a sweep (rescan.go)
 }
 
 func newReplica(d *daemon) (*replica, error) {
@@ -64,7 +66,10 @@ func (r *replica) register(reg prometheus.Registerer) {
 	r.applied = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "orderwatch_standby_applied_events_total", Help: "Events of the stream a standby applied to its snapshot.",
 	})
-	reg.MustRegister(r.takeovers, r.applied,
+	r.rescans = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_rescan_requests_total", Help: "Rescan requests applied (watcher rescan): the watermark rewound to the requested time.",
+	})
+	reg.MustRegister(r.takeovers, r.applied, r.rescans,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "orderwatch_leader", Help: "1 while this replica holds the lease (the active one), 0 as a standby.",
 		}, func() float64 {
@@ -188,6 +193,7 @@ func (d *daemon) runReplica(ctx context.Context) (time.Time, int) {
 	var (
 		stopWork   func(flush bool) int
 		stopCkpt   func()
+		stopRescan func() // rescan.go
 		stopMirror func()
 		atStart    = true
 	)
@@ -205,12 +211,13 @@ func (d *daemon) runReplica(ctx context.Context) (time.Time, int) {
 				break
 			}
 			atStart = false
-			stopWork, stopCkpt = d.startWorkers(ctx), d.startCheckpoints(ctx)
+			stopWork, stopCkpt, stopRescan = d.startWorkers(ctx), d.startCheckpoints(ctx), d.serveRescan()
 			r.working.Store(true)
 		case !l.Active():
 			if stopWork != nil {
 				d.log.Warn("not the active replica any more: the sweep and publish loops stop; this replica mirrors the stream")
 				r.working.Store(false)
+				stopRescan()
 				stopCkpt()
 				stopWork(false)
 				stopWork = nil
@@ -237,6 +244,7 @@ func (d *daemon) runReplica(ctx context.Context) (time.Time, int) {
 	start := time.Now()
 	left := d.store.OutboxDepth()
 	if stopWork != nil {
+		stopRescan()
 		stopCkpt()
 		left = stopWork(true)
 		if left == 0 {
