@@ -300,6 +300,13 @@ func (e *standbyEnv) checkCalls() (calls map[string]int) {
 }
 
 func (e *standbyEnv) dumpLogs() {
+	for _, p := range e.reps { // a binary built with GOFLAGS=-race reports here
+		p.mu.Lock()
+		if i := strings.Index(p.logs.String(), "WARNING: DATA RACE"); i >= 0 {
+			e.t.Errorf("%s: %s", p.name, tail(p.logs.String()[i:], 3000))
+		}
+		p.mu.Unlock()
+	}
 	if !e.t.Failed() {
 		return
 	}
