@@ -66,13 +66,7 @@ func start(t *testing.T, kv jetstream.KeyValue, ttl time.Duration, cfg lease.Con
 
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testnats.WaitFor(t, what, limit, cond)
 }
 
 // never fails the test when both contenders are active at once, sampled

@@ -87,13 +87,7 @@ func newReplica(t *testing.T, s *server.Server, name string) *replica {
 
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testnats.WaitFor(t, what, limit, cond)
 }
 
 func orderState(status string, at time.Time) diff.State {
