@@ -215,14 +215,22 @@ func (d *daemon) runReplica(ctx context.Context) (time.Time, int) {
 			r.working.Store(true)
 		case !l.Active():
 			if stopWork != nil {
-				d.log.Warn("not the active replica any more: the sweep and publish loops stop; this replica mirrors the stream")
+				d.log.Warn("not the active replica any more: the sweep and publish loops stop")
 				r.working.Store(false)
 				stopRescan()
 				stopCkpt()
 				stopWork(false)
 				stopWork = nil
+				// Its outbox and watermark may be ahead of the group: kept
+				// while nobody else holds the lease (NATS unreachable: a
+				// single replica gets it back and goes on as after a
+				// restart), undone once another replica holds it.
+				atStart = true
 			}
 			if stopMirror == nil {
+				if atStart && !r.otherHolds(ctx) {
+					break
+				}
 				dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				err := r.mirror.Demoted(dctx)
 				cancel()
@@ -348,6 +356,16 @@ func (d *daemon) startMirror(ctx context.Context) (stop func()) {
 	}()
 	d.log.Info("standby: mirroring the stream; no call to the shop", "from_seq", r.mirror.Seq())
 	return func() { cancel(); <-done }
+}
+
+// otherHolds says whether another process holds the lease now (false when
+// nobody does or NATS does not answer).
+func (r *replica) otherHolds(ctx context.Context) bool {
+	l := r.lease.Load()
+	hctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	v, found, err := l.Holder(hctx)
+	return err == nil && found && !l.Mine(v)
 }
 
 // noteHolder reads who holds the lease (for the state report).
