@@ -36,6 +36,7 @@ type replica struct {
 	working     atomic.Bool   // the sweep and publish loops run (active tenure)
 	mirrorAlive atomic.Bool
 	holder      atomic.Value // lease.Value: the holder last seen ("" instance: none)
+	setupErr    atomic.Value // string: why the buckets cannot be reached yet ("" when bound)
 
 	takeovers  prometheus.Counter
 	applied    prometheus.Counter
@@ -119,8 +120,10 @@ func (r *replica) setup(ctx context.Context, d *daemon) bool {
 	for warned := false; ctx.Err() == nil; warned = true {
 		err := r.bind(ctx, d, js)
 		if err == nil {
+			r.setupErr.Store("")
 			return true
 		}
+		r.setupErr.Store(err.Error())
 		if !warned {
 			d.log.Warn("hot standby: the lease buckets cannot be reached yet; no call to the shop until this replica holds the lease", "err", err)
 		}
@@ -389,6 +392,9 @@ func (r *replica) noteHolder(ctx context.Context) {
 // the state file writable and NATS connected.
 func (d *daemon) standbyReady() (bool, string) {
 	r := d.rep
+	if e, _ := r.setupErr.Load().(string); e != "" {
+		return false, "hot standby: the lease buckets cannot be used, so this replica makes no call to the shop (WATCHER_LEASE=false runs without the lease): " + e
+	}
 	switch {
 	case d.store.WriteErr() != nil:
 		return false, d.store.WriteErr().Error()
