@@ -287,3 +287,23 @@ func BenchmarkDecide(b *testing.B) {
 
 // validUTF8 replaces each invalid byte with U+FFFD, as encoding/json does.
 func validUTF8(s string) string { return strings.Map(func(r rune) rune { return r }, s) }
+
+func TestDecodeEventRoundTrip(t *testing.T) {
+	after := *stateOf(t)
+	before := *stateOf(t)
+	before.StatusID = plenty.MustDecimal("5.1")
+	before.LockStatus = ""
+	for _, b := range []*State{nil, &before} {
+		e := Event{ID: "x1", Type: StatusChanged, OrderID: 42, Before: b, After: after, Order: json.RawMessage(`{"id":42}`)}
+		got, err := DecodeEvent(Encode(nil, e, "src"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != "x1" || got.OrderID != 42 || !got.After.Same(after) || (b == nil) != (got.Before == nil) || (b != nil && !got.Before.Same(*b)) {
+			t.Errorf("DecodeEvent = %+v, want before %+v after %+v", got, b, after)
+		}
+	}
+	if _, err := DecodeEvent([]byte(`{"id":"x","data":{}}`)); err == nil {
+		t.Error("an event without data.after decoded")
+	}
+}

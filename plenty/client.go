@@ -113,6 +113,10 @@ type Config struct {
 	// monotonic clock (distrusted) and when a new server clock is
 	// accepted after it kept saying so (metrics).
 	OnClockJump func(jump time.Duration, accepted bool)
+	// Gate, when set, is asked before every request (logins included); an
+	// error stops the call at once, nothing is sent (the lease of a hot
+	// standby group: only the active replica calls the service).
+	Gate func() error
 }
 
 // Client talks to the service. It is safe for concurrent use; logins are
@@ -374,6 +378,9 @@ func (c *Client) call(ctx context.Context, r request) error {
 		}
 		sent.Store(false)
 		status, body, err := c.exchange(ctx, r, tok.AccessToken)
+		if errors.Is(err, ErrFenced) {
+			return fmt.Errorf("%s: %w", r.op, err)
+		}
 		if err == nil && status/100 == 2 {
 			if r.auth {
 				c.served(tok)
@@ -445,6 +452,11 @@ func (r request) lost(partial []byte, err error) error {
 // its answer may carry a page worth committing, and a login half done
 // would leave a session behind.
 func (c *Client) exchange(ctx context.Context, r request, access string) (status int, body []byte, err error) {
+	if c.cfg.Gate != nil {
+		if gerr := c.cfg.Gate(); gerr != nil {
+			return 0, nil, fmt.Errorf("%w: %w", ErrFenced, gerr)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 	defer cancel()
 	u := *c.base

@@ -248,6 +248,15 @@ func (a *jsAttempt) admit(e *state.OutboxEntry) {
 // window, is looked up first (sent.go).
 func (a *jsAttempt) send(pe *pending) {
 	p := a.p
+	if g := a.p.cfg.Gate; g != nil {
+		if err := g(); err != nil {
+			// Fenced: not the active replica (any more). Nothing goes out;
+			// the entry stays in the outbox.
+			a.ready = append([]*pending{pe}, a.ready...)
+			a.failure = fmt.Errorf("publish %s: %w", pe.msg.Subject, err)
+			return
+		}
+	}
 	pe.sent = time.Now()
 	if p.needsLookup(pe) {
 		stored, err := p.stored(a.ctx, pe)

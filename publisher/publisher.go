@@ -131,6 +131,11 @@ type Config struct {
 	// acknowledged and deleted; d is the time from the publish of the
 	// oldest of them to the delete (the worst publish latency of the batch).
 	OnPublished func(n int, d time.Duration)
+	// Gate, when set, is asked before every publish (JetStream mode); an
+	// error holds the publish back (the lease of a hot standby group: a
+	// replica that is not active, or past its lease deadline, publishes
+	// nothing).
+	Gate func() error
 	// OnError is called for every failed attempt (publish, PubAck, flush,
 	// outbox read or delete, stream check); the publisher retries.
 	OnError func(err error)

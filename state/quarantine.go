@@ -98,27 +98,37 @@ func decodeQuarantined(id int64, v []byte) (*Quarantined, error) {
 func (s *Store) Quarantine() ([]Quarantined, error) {
 	var out []Quarantined
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketQuarantine)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(k, v []byte) error {
-			if len(k) != 8 {
-				return corruptError(s.path, fmt.Errorf("quarantine key of %d bytes", len(k)))
-			}
-			id := int64(binary.BigEndian.Uint64(k))
-			q, err := decodeQuarantined(id, v)
-			if err != nil {
-				q = &Quarantined{OrderID: id, Reason: "unreadable quarantine record: " + err.Error()}
-			}
-			out = append(out, *q)
-			return nil
-		})
+		var err error
+		out, err = s.readQuarantine(tx)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read quarantine of state file %s: %w", s.path, err)
 	}
 	return out, nil
+}
+
+// readQuarantine lists the quarantine inside a transaction (Quarantine,
+// Checkpoint).
+func (s *Store) readQuarantine(tx *bolt.Tx) ([]Quarantined, error) {
+	var out []Quarantined
+	b := tx.Bucket(bucketQuarantine)
+	if b == nil {
+		return nil, nil
+	}
+	err := b.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return corruptError(s.path, fmt.Errorf("quarantine key of %d bytes", len(k)))
+		}
+		id := int64(binary.BigEndian.Uint64(k))
+		q, err := decodeQuarantined(id, v)
+		if err != nil {
+			q = &Quarantined{OrderID: id, Reason: "unreadable quarantine record: " + err.Error()}
+		}
+		out = append(out, *q)
+		return nil
+	})
+	return out, err
 }
 
 // QuarantinedOrder returns one order's quarantine record; found is false

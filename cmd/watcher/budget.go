@@ -27,16 +27,21 @@ type waitsRecord struct {
 // unreadable is "nothing known": a new budget (full), no wait.
 func (d *daemon) restoreBudget() {
 	now := time.Now()
-	d.budget = poller.NewBudget(d.cfg.CallShare)
+	budget := poller.NewBudget(d.cfg.CallShare)
+	defer func() {
+		d.wmu.Lock()
+		d.budget = budget
+		d.wmu.Unlock()
+	}()
 	var bs poller.BudgetState
 	if found, err := d.store.LoadRecord(recordBudget, &bs); err != nil {
 		d.log.Warn("call budget record unreadable: starting with a new budget", "err", err)
 	} else if found {
-		d.budget.Restore(bs, now)
-		level, known := d.budget.Remaining(now, plenty.Throttle{})
+		budget.Restore(bs, now)
+		level, known := budget.Remaining(now, plenty.Throttle{})
 		if known {
 			attrs := []any{"level", int(level), "measured_at", bs.At.Format(time.RFC3339)}
-			if next := d.budget.NotBefore(); !next.IsZero() {
+			if next := budget.NotBefore(); !next.IsZero() {
 				attrs = append(attrs, "next_sweep", next.Format(time.RFC3339))
 			}
 			d.log.Info("call budget restored from the state file", attrs...)
@@ -46,7 +51,7 @@ func (d *daemon) restoreBudget() {
 	if found, err := d.store.LoadRecord(recordWaits, &wr); err != nil {
 		d.log.Warn("record of the service's waits unreadable: none assumed", "err", err)
 	} else if found {
-		if w, ok := d.client.Pacer().Restore(wr.Waits...); ok {
+		if w, ok := d.cl().Pacer().Restore(wr.Waits...); ok {
 			d.log.Warn("a wait the service asked for before the restart is still pending: no call before it ends",
 				"until", w.Until.UTC().Format(time.RFC3339), "reason", string(w.Reason), "why", w.Why)
 		}
@@ -84,7 +89,7 @@ func (d *daemon) saveWait(w plenty.Wait) {
 // service's own wait or the reserve kept for the shop's other
 // integrations), until its reset.
 func (d *daemon) paused() (string, bool) {
-	w, ok := d.client.Pacer().Pending()
+	w, ok := d.cl().Pacer().Pending()
 	if !ok || w.Reason != plenty.WaitDailyQuota {
 		return "", false
 	}

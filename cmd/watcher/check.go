@@ -97,6 +97,9 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 			} else {
 				report(err, fmt.Sprintf("stream %s captures %s.> with a duplicate window", cfg.Stream, cfg.SubjectPrefix), "stream "+cfg.Stream)
 			}
+			if cfg.Lease {
+				checkLease(ctx, cfg, nc, stdout) // standby.go
+			}
 		}
 	}
 	if failed {

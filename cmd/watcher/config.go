@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -76,11 +77,20 @@ type Config struct {
 	Keyset         string        `envconfig:"KEYSET" default:"auto" desc:"Page a one-second bulk that offset paging cannot verify by orderId=gt:: auto (falls back when the service ignores the filter), true or false"`
 	BadEntries     string        `envconfig:"BAD_ENTRIES" default:"quarantine" desc:"Undecodable entry: quarantine (hold back only its order, retry it by id; alias hold) or skip"`
 
+	// Hot standby (one active replica per shop and stream; docs/notes/standby.md).
+	Lease       bool          `envconfig:"LEASE" default:"true" desc:"Hot standby: only the replica holding the NATS KV lease of its shop and stream calls the shop and publishes; the others mirror the stream (JetStream only)"`
+	InstanceID  string        `envconfig:"INSTANCE_ID" desc:"Name of this replica in the lease; default the host name (the pod name)"`
+	LeaseTTL    time.Duration `envconfig:"LEASE_TTL" default:"9s" desc:"Lease time to live of a created lease bucket (an existing bucket keeps its own); renewed every third of it, a standby takes over within it after a crash"`
+	LeaseBucket string        `envconfig:"LEASE_BUCKET" default:"orderwatch" desc:"Name prefix of the NATS buckets <name>_lease, <name>_checkpoint (KV) and <name>_snapshot (object store)"`
+
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:":9090" desc:"Listen address of /healthz, /readyz and /metrics"`
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"On SIGTERM: time to flush the outbox before exit"`
 }
+
+// leaseBucketName: the characters of a NATS bucket name.
+var leaseBucketName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // StartFrom is an absolute time or a duration back from the start.
 type StartFrom struct {
@@ -277,6 +287,9 @@ func (c *Config) validate() error {
 	}
 	if c.Stream != "" && c.DuplicateWindow <= 0 {
 		return configErr("%s_DUPLICATE_WINDOW=%s: must be positive with JetStream (it is what drops re-sent events)", envPrefix, c.DuplicateWindow)
+	}
+	if c.Lease && c.Stream != "" && (c.LeaseTTL < 2*time.Second || !leaseBucketName.MatchString(c.LeaseBucket)) {
+		return configErr("%s_LEASE_TTL=%s, %s_LEASE_BUCKET=%q: want a TTL of at least 2s and a bucket name of letters, digits, '-' and '_'", envPrefix, c.LeaseTTL, envPrefix, c.LeaseBucket)
 	}
 	if c.CallShare <= 0 || c.CallShare > 1 {
 		return configErr("%s_CALL_SHARE=%v: want a share in (0, 1]", envPrefix, c.CallShare)

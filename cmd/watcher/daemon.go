@@ -29,10 +29,12 @@ type daemon struct {
 	cfg     *Config
 	log     *slog.Logger
 	store   *state.Store
+	wmu     sync.RWMutex // guards client and poll (replaced at a takeover)
 	client  *plenty.Client
 	poll    *poller.Poller
 	nc      *nats.Conn
 	pub     *publisher.Publisher
+	rep     *replica // hot standby (standby.go); nil when off
 	metrics *metrics
 	budget  *poller.Budget // the sweeps' call budget (persisted: record "budget"); used by the sweep loop only
 	saveErr atomic.Bool    // the last save of record budget or waits failed (logged once)
@@ -66,29 +68,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	d.gap.Store(int64(cfg.PollInterval))
 
 	var m *metrics
-	d.client, err = plenty.New(plenty.Config{
-		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
-		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
-		UserAgent: "orderwatch/" + version, Tokens: d.store, Sessions: d.store,
-		Logger:     log.With("component", "client"),
-		OnResponse: func(c plenty.CallInfo) { m.observeCall(c) },
-		OnLogin:    func(r plenty.LoginResult) { m.observeLogin(r) },
-		OnWait:     d.saveWait,
-		OnClockJump: func(_ time.Duration, accepted bool) {
-			if !accepted {
-				m.clockProblems.Inc()
-			}
-		},
-	})
-	if err != nil {
-		return nil, configErr("%v", err)
-	}
-	d.restoreBudget()
 	scope, _ := cfg.scope()
-	source := cfg.Source
-	if source == "" {
-		source = cfg.PlentyURL
-	}
 	d.nc, err = publisher.Connect(publisher.ConnConfig{
 		URL: cfg.NATSURL, Name: "orderwatch", User: cfg.NATSUser, Password: cfg.NATSPassword, Token: cfg.NATSToken,
 		CredsFile: cfg.NATSCreds, NKeyFile: cfg.NATSNKey, TLSCA: cfg.NATSTLSCA, TLSCert: cfg.NATSTLSCert, TLSKey: cfg.NATSTLSKey,
@@ -105,22 +85,18 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		OnError:     func(error) { m.publishErrors.Inc() },
 		OnDuplicate: func() { m.publishDups.Inc() },
 		OnLookup:    func(r string) { m.dedupLookups.WithLabelValues(r).Inc() },
+		Gate:        d.gate,
 	})
 	if err != nil {
 		return nil, configErr("%v", err)
 	}
-	d.poll, err = poller.New(d.client, d.store, poller.Config{
-		Settle: cfg.Settle, Overlap: cfg.Overlap, StartFrom: cfg.StartFrom.Time(time.Now()),
-		Scope: scope.Sent, ScopeComplex: scope.SentGroup, ScopeLocal: scope.Local, With: cfg.With, LazyLoaded: cfg.LazyLoaded,
-		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: poller.KeysetMode(cfg.Keyset),
-		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
-		Source: source, SubjectPrefix: cfg.SubjectPrefix,
-		OnCommit:   func(int) { d.pub.Notify() },
-		OnProgress: d.onProgress,
-		Logger:     log.With("component", "poller"),
-	})
-	if err != nil {
-		return nil, configErr("%v", err)
+	if cfg.Lease && cfg.Stream != "" {
+		if d.rep, err = newReplica(d); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.newWorkers(); err != nil {
+		return nil, err
 	}
 	if sent := scopeSentText(scope); sent != "" || scope.Local != nil {
 		log.Info("scope split", "sent", sent, "evaluated", scope.Local.String())
@@ -128,17 +104,17 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	d.clockProblem.Store("")
 	d.firstSyncPct.Store(-1)
 	m = newMetrics(d.reg, liveSources{
-		throttle:      d.client.Throttle,
-		waited:        d.client.Pacer().Waited,
+		throttle:      func() plenty.Throttle { return d.cl().Throttle() },
+		waited:        func() time.Duration { return d.cl().Pacer().Waited() },
 		outboxDepth:   d.store.OutboxDepth,
 		stateWritable: func() bool { return d.store.WriteErr() == nil },
 		connected:     d.pub.Connected,
 		serverNow: func() time.Time {
-			t, _ := d.client.ServerNow()
+			t, _ := d.cl().ServerNow()
 			return t
 		},
-		blockedUntil: func() time.Time { t, _ := d.client.Pacer().Blocked(); return t },
-		pending:      d.client.Pacer().Pending,
+		blockedUntil: func() time.Time { t, _ := d.cl().Pacer().Blocked(); return t },
+		pending:      func() (plenty.Wait, bool) { return d.cl().Pacer().Pending() },
 		startFrom:    cfg.StartFrom.Time(time.Now()),
 		quarantined:  d.quarantined,
 	})
@@ -158,6 +134,62 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	return d, nil
 }
 
+// newWorkers builds the client and the poller from the configuration and
+// the state file (what they keep in it is read now): at the start, and
+// again when a standby takes over with the group's state restored into its
+// file. It makes no call to the service.
+func (d *daemon) newWorkers() error {
+	cfg := d.cfg
+	scope, _ := cfg.scope()
+	source := cfg.Source
+	if source == "" {
+		source = cfg.PlentyURL
+	}
+	client, err := plenty.New(plenty.Config{
+		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
+		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
+		UserAgent: d.userAgent(), Tokens: d.store, Sessions: d.store,
+		Logger:     d.log.With("component", "client"),
+		Gate:       d.gate,
+		OnResponse: func(c plenty.CallInfo) { d.metrics.observeCall(c) },
+		OnLogin:    func(r plenty.LoginResult) { d.metrics.observeLogin(r) },
+		OnWait:     d.saveWait,
+		OnClockJump: func(_ time.Duration, accepted bool) {
+			if !accepted {
+				d.metrics.clockProblems.Inc()
+			}
+		},
+	})
+	if err != nil {
+		return configErr("%v", err)
+	}
+	poll, err := poller.New(client, d.store, poller.Config{
+		Settle: cfg.Settle, Overlap: cfg.Overlap, StartFrom: cfg.StartFrom.Time(time.Now()),
+		Scope: scope.Sent, ScopeComplex: scope.SentGroup, ScopeLocal: scope.Local, With: cfg.With, LazyLoaded: cfg.LazyLoaded,
+		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: poller.KeysetMode(cfg.Keyset),
+		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
+		Source: source, SubjectPrefix: cfg.SubjectPrefix,
+		OnCommit:   func(int) { d.pub.Notify() },
+		OnProgress: d.onProgress,
+		Logger:     d.log.With("component", "poller"),
+	})
+	if err != nil {
+		return configErr("%v", err)
+	}
+	d.wmu.Lock()
+	d.client, d.poll = client, poll
+	d.wmu.Unlock()
+	d.restoreBudget() // budget.go: the budget and the pacer's waits from the state file
+	return nil
+}
+
+// cl is the current client (replaced at a takeover).
+func (d *daemon) cl() *plenty.Client {
+	d.wmu.RLock()
+	defer d.wmu.RUnlock()
+	return d.client
+}
+
 // httpURL is the base URL of the HTTP endpoints.
 func (d *daemon) httpURL() string { return "http://" + d.ln.Addr().String() }
 
@@ -172,16 +204,43 @@ func (d *daemon) run(ctx context.Context) error {
 	d.log.Info("orderwatch started", "version", version, "service", d.cfg.PlentyURL, "nats", publisher.RedactURL(d.cfg.NATSURL),
 		"stream", d.cfg.Stream, "state", d.cfg.StatePath, "http", d.ln.Addr().String(), "interval", d.cfg.PollInterval.String())
 
+	start := time.Now()
+	var left int
+	if d.rep != nil {
+		start, left = d.runReplica(ctx) // standby.go
+	} else {
+		stop := d.startWorkers(ctx)
+		<-ctx.Done()
+		start = time.Now()
+		left = stop(true)
+	}
+	shutCtx, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	_ = srv.Shutdown(shutCtx)
+	d.close()
+	d.log.Info("stopped", "outbox_left", left, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// startWorkers runs the sweep and publish loops until ctx ends or the
+// returned stop is called. stop ends them (the page in hand is finished)
+// within the shutdown timeout and, with flush, publishes what is left in
+// the outbox (bounded by the same timeout); it returns the entries left.
+func (d *daemon) startWorkers(ctx context.Context) (stop func(flush bool) int) {
+	d.wmu.RLock()
+	client, poll, budget := d.client, d.poll, d.budget
+	d.wmu.RUnlock()
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		d.sweepAlive.Store(true)
 		defer d.sweepAlive.Store(false)
-		_ = d.poll.Run(ctx, poller.RunConfig{
+		_ = poll.Run(ctx, poller.RunConfig{
 			Interval: d.cfg.PollInterval, CallShare: d.cfg.CallShare,
-			Throttle: d.client.Throttle, OnSweep: d.onSweep,
-			Budget: d.budget, Calls: d.client.Calls, OnBudget: d.saveBudget,
+			Throttle: client.Throttle, OnSweep: d.onSweep,
+			Budget: budget, Calls: client.Calls, OnBudget: d.saveBudget,
 		})
 	}()
 	go func() {
@@ -192,32 +251,35 @@ func (d *daemon) run(ctx context.Context) error {
 			d.log.Error("publisher stopped", "err", err)
 		}
 	}()
-	<-ctx.Done()
-	start := time.Now()
-	d.log.Info("shutting down: finishing the page in hand, then flushing the outbox", "timeout", d.cfg.ShutdownTimeout.String())
-	loops := make(chan struct{})
-	go func() { wg.Wait(); close(loops) }()
-	select {
-	case <-loops:
-	case <-time.After(d.cfg.ShutdownTimeout):
-		d.log.Warn("the sweep or publish loop did not stop within the shutdown timeout; exiting without waiting")
+	return func(flush bool) int {
+		start := time.Now()
+		if flush {
+			d.log.Info("shutting down: finishing the page in hand, then flushing the outbox", "timeout", d.cfg.ShutdownTimeout.String())
+		}
+		cancel()
+		loops := make(chan struct{})
+		go func() { wg.Wait(); close(loops) }()
+		select {
+		case <-loops:
+		case <-time.After(d.cfg.ShutdownTimeout):
+			d.log.Warn("the sweep or publish loop did not stop within the shutdown timeout; exiting without waiting")
+		}
+		if !flush {
+			return d.store.OutboxDepth()
+		}
+		flushCtx, cancel := context.WithTimeout(context.Background(), max(d.cfg.ShutdownTimeout-time.Since(start), time.Second))
+		defer cancel()
+		err := d.pub.Flush(flushCtx)
+		left := d.store.OutboxDepth()
+		if err != nil {
+			d.log.Warn("outbox not fully flushed; the rest is published at the next start", "left", left, "err", err)
+		}
+		return left
 	}
-	flushCtx, cancel := context.WithTimeout(context.Background(), max(d.cfg.ShutdownTimeout-time.Since(start), time.Second))
-	defer cancel()
-	err := d.pub.Flush(flushCtx)
-	left := d.store.OutboxDepth()
-	if err != nil {
-		d.log.Warn("outbox not fully flushed; the rest is published at the next start", "left", left, "err", err)
-	}
-	shutCtx, cancel2 := context.WithTimeout(context.Background(), time.Second)
-	defer cancel2()
-	_ = srv.Shutdown(shutCtx)
-	d.close()
-	d.log.Info("stopped", "outbox_left", left, "took", time.Since(start).Round(time.Millisecond).String())
-	return nil
 }
 
 func (d *daemon) onSweep(st poller.Stats, err error) {
+	d.applyRescan() // rescan.go: between two sweeps
 	d.metrics.observeSweep(st, err)
 	if st.NextGap > 0 {
 		d.gap.Store(int64(st.NextGap))
@@ -255,6 +317,9 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 	}
 	d.lastOK.Store(time.Now().UnixNano())
 	d.log.Info("sweep", attrs...)
+	if d.rep != nil {
+		d.rep.onCommitted() // standby.go: checkpoint
+	}
 	d.warnShareInert()
 }
 
@@ -262,7 +327,7 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 // service's answers carry no long-period throttle headers: the call budget
 // (WATCHER_CALL_SHARE) is sized from them and is inert without them.
 func (d *daemon) warnShareInert() {
-	if d.client.Throttle().Long.Present || !d.shareInertWarned.CompareAndSwap(false, true) {
+	if d.cl().Throttle().Long.Present || !d.shareInertWarned.CompareAndSwap(false, true) {
 		return
 	}
 	d.log.Warn("the service's answers carry no long-period throttle headers ("+plenty.PrefixLong+"-*): WATCHER_CALL_SHARE has no effect, the sweeps run every WATCHER_POLL_INTERVAL and only the pacer's reserve of the short period limits the calls",
@@ -303,12 +368,15 @@ func (d *daemon) onWritable(err error) {
 // the service's throttling longer than those three gaps pending, and no
 // pause for a spent daily quota ("paused until T: daily quota spent").
 func (d *daemon) ready() (bool, string) {
+	if d.rep != nil && !d.rep.working.Load() {
+		return d.standbyReady() // standby.go
+	}
 	last := d.lastOK.Load()
 	window := 3 * time.Duration(d.gap.Load())
 	if p, ok := d.paused(); ok {
 		return false, p
 	}
-	if until, why := d.client.Pacer().Blocked(); !until.IsZero() && time.Until(until) > window {
+	if until, why := d.cl().Pacer().Blocked(); !until.IsZero() && time.Until(until) > window {
 		return false, fmt.Sprintf("waiting for the service's throttling: no call before %s (%s)", until.UTC().Format(time.RFC3339), why)
 	}
 	if p, _ := d.clockProblem.Load().(string); p != "" {
@@ -359,7 +427,9 @@ func (d *daemon) loginHeldText() string {
 func (d *daemon) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if !d.sweepAlive.Load() || !d.pubAlive.Load() {
+		// A standby runs no sweep or publish loop; its mirror retries on
+		// its own (readiness says when it is behind).
+		if (d.rep == nil || d.rep.working.Load()) && (!d.sweepAlive.Load() || !d.pubAlive.Load()) {
 			http.Error(w, "a loop has stopped", http.StatusServiceUnavailable)
 			return
 		}

@@ -85,6 +85,7 @@ func exportedMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recordingRegisterer{Registry: prometheus.NewRegistry()}
 	newMetrics(rec, zeroLiveSources())
+	(&replica{}).register(rec) // the hot standby's (standby.go)
 	kinds := map[string]dto.MetricType{}
 	names := map[string]bool{}
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)

@@ -69,6 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCheck(ctx, stdout, stderr)
 	case "state":
 		return runState(ctx, args, stdout, stderr)
+	case "rescan":
+		return runRescan(ctx, args, stdout, stderr) // rescan.go
 	}
 	fmt.Fprintf(stderr, "watcher: unknown command %q (try: watcher help)\n", cmd)
 	return exitConfig
@@ -93,6 +95,10 @@ Commands:
   state [-json] [ID]   What the state file holds (watermark, baseline, first-sync progress, last
                        sweep, orders tracked, outbox depth, file size), or the tracked state of
                        order ID as JSON. Asks the running watcher when it holds the file.
+  rescan --from T [--to T]
+                       Asks the active replica (through NATS) to read the period from T again
+                       against its snapshot and publish only real differences (a repair after
+                       an incident of the service). T: RFC 3339 or a duration back (6h).
   version              The version, VCS revision and Go version of this binary.
   help                 This text and the configuration table.
 

@@ -36,6 +36,9 @@ type stateReport struct {
 
 	Paused *pausedReport `json:"paused,omitempty"` // a pending wait the service asked for (budget.go)
 	Budget *budgetReport `json:"budget,omitempty"` // the sweeps' call budget as last saved (budget.go)
+
+	// Lease is the hot standby's view (standby.go); only from a running watcher.
+	Lease *leaseReport `json:"lease,omitempty"`
 }
 
 // firstSync is the progress of the first sweep (the baseline): the share of
@@ -137,6 +140,7 @@ func (d *daemon) serveStateReport(w http.ResponseWriter, _ *http.Request) {
 		rep.FirstSync.Progress = float64(pct) / 100
 	}
 	rep.Paused = newPausedReport(d.client.Pacer().Pending()) // the running process's view
+	rep.Lease = d.leaseReport()
 	writeJSON(w, rep)
 }
 

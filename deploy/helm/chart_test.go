@@ -613,7 +613,7 @@ func checkStatefulSet(t *testing.T, c chartCase, m *manifests) *appsv1.StatefulS
 	}
 	s := sts.Spec
 	if s.Replicas == nil || *s.Replicas != 1 {
-		t.Errorf("replicas = %s, want exactly 1 (bbolt's exclusive lock, one session)", js(s.Replicas))
+		t.Errorf("replicas = %s, want 1 by default (replicaCount: 2 adds a hot standby, see TestValueVariants)", js(s.Replicas))
 	}
 	if s.PodManagementPolicy != "" && s.PodManagementPolicy != appsv1.OrderedReadyPodManagement {
 		t.Errorf("podManagementPolicy %q: want OrderedReady (the old pod is gone before the new one starts)", s.PodManagementPolicy)
@@ -1423,6 +1423,38 @@ func TestValueVariants(t *testing.T) {
 			t.Errorf("state not mounted at %s", stateDir)
 		}
 	})
+	t.Run("hot standby: two replicas", func(t *testing.T) {
+		m, sts, ctr := render(t, `replicaCount=2`)
+		if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 2 {
+			t.Errorf("replicas %s, want 2", js(sts.Spec.Replicas))
+		}
+		aff := sts.Spec.Template.Spec.Affinity
+		if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != "kubernetes.io/hostname" ||
+			!selector(t, aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.LabelSelector).Matches(labels.Set(sts.Spec.Template.Labels)) {
+			t.Errorf("affinity %s, want a preferred anti-affinity of the watcher pods per node", js(aff))
+		}
+		if pdb := m.pdbs[release]; pdb == nil || pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) {
+			t.Errorf("PDB %s, want maxUnavailable 1 with two replicas", js(pdb))
+		}
+		var id *corev1.EnvVar
+		for i, e := range ctr.Env {
+			if e.Name == "WATCHER_INSTANCE_ID" {
+				id = &ctr.Env[i]
+			}
+		}
+		if id == nil || id.ValueFrom == nil || id.ValueFrom.FieldRef == nil || id.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+			t.Errorf("WATCHER_INSTANCE_ID %s, want the pod name", js(id))
+		}
+		_, sts, _ = render(t, `replicaCount=2`, `standby={"enabled":true,"ttl":"9s","bucket":"orderwatch","podAntiAffinity":"hard"}`)
+		if aff := sts.Spec.Template.Spec.Affinity; aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+			t.Errorf("hard anti-affinity: %s", js(aff))
+		}
+		_, sts, _ = render(t, `replicaCount=2`, `affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]}]}}}`)
+		if aff := sts.Spec.Template.Spec.Affinity; aff == nil || aff.PodAntiAffinity != nil || aff.NodeAffinity == nil {
+			t.Errorf("an explicit affinity must win: %s", js(aff))
+		}
+	})
 	t.Run("every alert but one disabled", func(t *testing.T) {
 		var names []string
 		for _, g := range loadAlertsFile(t).Groups {
@@ -1448,7 +1480,11 @@ func TestValueVariants(t *testing.T) {
 func TestSchemaRejects(t *testing.T) {
 	needHelm(t)
 	for _, set := range []string{
-		"replicaCount=2",                                        // no such value: one replica, always
+		"replicaCount=0",                                        // at least one
+		"replicaCount=2,standby.enabled=false",                  // two would both poll and publish
+		"replicaCount=2,stream.name=",                           // the lease needs JetStream
+		"replicaCount=2,persistence.existingClaim=x",            // one volume for two pods
+		"standby.podAntiAffinity=maybe",                         // enum
 		"plenty.pasword=typo",                                   // unknown keys are errors, not ignored
 		"log.format=xml",                                        // enum json|text
 		"log.level=trace",                                       // enum

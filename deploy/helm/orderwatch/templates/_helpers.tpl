@@ -107,6 +107,12 @@ install, upgrade, template or lint stops here with one clear line.
 {{- if lt (int64 .Values.publish.outboxMax) 1 }}
 {{- fail (printf "publish.outboxMax is %d: it must be at least 1 (the watcher reads 0 as unlimited, which lets a NATS outage fill the state volume, and OrderwatchOutboxFull would compare the depth with 0 and fire forever)" (int64 .Values.publish.outboxMax)) }}
 {{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (or (not .Values.standby.enabled) (not .Values.stream.name)) }}
+{{- fail (printf "replicaCount is %d but the hot standby is off (standby.enabled false or stream.name empty): every replica would poll the shop and publish every event" (int .Values.replicaCount)) }}
+{{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) .Values.persistence.existingClaim }}
+{{- fail "persistence.existingClaim is one volume for one pod: with replicaCount > 1 every pod needs its own (volumeClaimTemplates)" }}
+{{- end }}
 {{- if and .Values.persistence.existingClaim (not .Values.persistence.enabled) }}
 {{- fail "persistence.existingClaim is set but persistence.enabled is false: the chart would ignore the claim and keep the state on an emptyDir" }}
 {{- end }}
@@ -267,6 +273,11 @@ envFrom:
       name: {{ include "orderwatch.fullname" . }}
 env:
   {{- include "orderwatch.secretEnv" . | nindent 2 }}
+  # The replica's name in the hot-standby lease: the pod name.
+  - name: WATCHER_INSTANCE_ID
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.name
   {{- if include "orderwatch.goMemLimit" . }}
   # The memory limit in bytes: the Go GC's soft limit.
   - name: GOMEMLIMIT

@@ -1,0 +1,66 @@
+package diff
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/orderwatch/orderwatch/plenty"
+)
+
+// wireState is a State as MarshalJSON renders it (an event's before/after).
+type wireState struct {
+	StatusID   plenty.Decimal    `json:"statusId"`
+	LockStatus *string           `json:"lockStatus"`
+	TypeID     int64             `json:"typeId"`
+	ReferrerID plenty.Decimal    `json:"referrerId"`
+	PlentyID   int64             `json:"plentyId"`
+	OwnerID    plenty.FlexString `json:"ownerId"`
+	LocationID plenty.FlexString `json:"locationId"`
+	CreatedAt  plenty.Time       `json:"createdAt"`
+	UpdatedAt  plenty.Time       `json:"updatedAt"`
+}
+
+// EventData is what a standby needs of an encoded event: the order and
+// its tracked state before (nil on first sight) and after.
+type EventData struct {
+	ID      string
+	Type    Type
+	OrderID int64
+	Before  *State
+	After   State
+}
+
+// DecodeEvent reads an event as Encode writes it; the states come back
+// Same as they went in.
+func DecodeEvent(b []byte) (EventData, error) {
+	var ev struct {
+		ID   string `json:"id"`
+		Type Type   `json:"type"`
+		Data struct {
+			OrderID *int64     `json:"orderId"`
+			Before  *wireState `json:"before"`
+			After   *wireState `json:"after"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return EventData{}, fmt.Errorf("decode event: %w", err)
+	}
+	if ev.Data.OrderID == nil || ev.Data.After == nil {
+		return EventData{}, fmt.Errorf("decode event %s: no data.orderId or data.after", ev.ID)
+	}
+	out := EventData{ID: ev.ID, Type: ev.Type, OrderID: *ev.Data.OrderID, After: ev.Data.After.state()}
+	if ev.Data.Before != nil {
+		b := ev.Data.Before.state()
+		out.Before = &b
+	}
+	return out, nil
+}
+
+func (w *wireState) state() State {
+	s := State{StatusID: w.StatusID, TypeID: w.TypeID, ReferrerID: w.ReferrerID, PlentyID: w.PlentyID,
+		OwnerID: w.OwnerID, LocationID: w.LocationID, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
+	if w.LockStatus != nil {
+		s.LockStatus = *w.LockStatus
+	}
+	return s
+}

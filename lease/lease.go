@@ -1,0 +1,479 @@
+// Package lease makes one replica of a group the active one: a lease in a
+// NATS JetStream key-value bucket whose TTL is the bucket's (every revision
+// of the key expires TTL after it was written; the server then places a
+// delete marker that watchers see). It also keeps the active replica's
+// checkpoint (checkpoint.go). It knows nothing of what the replicas do.
+//
+// # Exclusivity
+//
+// The key is created with Create (only when it holds no live value) and
+// renewed with Update on the holder's last revision, well inside the TTL
+// (every TTL/3). Both are compare-and-set operations of the server, so at
+// most one process holds a given revision; a renewal that finds another
+// revision (the key expired and was taken) demotes the holder at once.
+// Two processes with the same instance id are told apart by a random nonce
+// per process in the value.
+//
+// # Fencing
+//
+// The holder's deadline is measured on its own monotonic clock: the moment
+// it *sent* the last successful renewal (or creation) plus the TTL minus a
+// margin. The server stamps the revision when it receives it, after that
+// moment, so the key cannot expire before the local deadline. Gate, checked
+// before every call to the shop and every publish, fails once the deadline
+// has passed, without a network round trip: a process that was paused or
+// partitioned for longer than the lease stops before its next call even
+// though it has not yet heard that it lost the lease.
+//
+// # Handover
+//
+// Release (SIGTERM) deletes the key on the holder's revision; the standbys
+// watch the key and try Create as soon as they see the delete (or the
+// marker of an expiry), and every renewal interval in any case.
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrNotActive is returned by Gate when this process does not hold the
+// lease (or its deadline has passed).
+var ErrNotActive = errors.New("not the active replica: the lease is not held")
+
+// DefaultTTL is the lease's time to live when none is configured.
+const DefaultTTL = 9 * time.Second
+
+// Value is what the key holds: who holds the lease.
+type Value struct {
+	Instance string    `json:"instance"`
+	Host     string    `json:"host"`
+	Nonce    string    `json:"nonce"` // random per process: two processes with one instance id differ here
+	File     string    `json:"file,omitempty"`
+	Since    time.Time `json:"since"`   // when this process acquired it (wall clock)
+	Expires  time.Time `json:"expires"` // informational: the writer's wall clock + TTL at the last renewal
+}
+
+// Config configures a Lease.
+type Config struct {
+	Key      string // the key (see Key)
+	Instance string // WATCHER_INSTANCE_ID
+	Host     string
+	// File identifies the holder's state file (a random id kept in it). A
+	// live value with this process's instance, host and file was written
+	// by an earlier process on the same file, which holds the file's lock
+	// exclusively: that process is gone, and its lease is taken over at
+	// once instead of after the TTL (a single replica restarts as fast as
+	// it did without the lease).
+	File string
+	// Renew is the time between renewals [TTL/3].
+	Renew time.Duration
+	// Margin is taken off the TTL for the local deadline [TTL/5].
+	Margin time.Duration
+	Logger *slog.Logger
+	// OnChange is called (from Run's goroutine) when this process becomes
+	// the active replica or stops being it.
+	OnChange func(active bool)
+	// Now is the wall clock of the value's informational times [time.Now].
+	Now func() time.Time
+	// Mono is the time elapsed on a clock that is never stepped [since New].
+	Mono func() time.Duration
+}
+
+// Lease is one process's view of the group's lease.
+type Lease struct {
+	kv    jetstream.KeyValue
+	cfg   Config
+	ttl   time.Duration
+	nonce string
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	rev      uint64        // the revision this process wrote last; 0 = none
+	deadline time.Duration // on Mono; meaningful while active
+	active   bool
+	since    time.Time
+	epoch    uint64 // the revision at which the current tenure began
+
+	wake      chan struct{}
+	firstOnce sync.Once
+	first     chan struct{} // closed after the first attempt to acquire
+}
+
+// Key is the key of a group: the shop (its URL) and the stream, sanitized
+// to the key rules (letters, digits, '-', '_', '=' and '.' between tokens).
+func Key(shop, stream string) string {
+	clean := func(s string) string {
+		s = strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://")
+		s = strings.TrimRight(s, "/")
+		var b strings.Builder
+		for _, r := range s {
+			switch {
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '=':
+				b.WriteRune(r)
+			default:
+				b.WriteByte('_')
+			}
+		}
+		if b.Len() == 0 {
+			return "_"
+		}
+		return b.String()
+	}
+	return clean(shop) + "." + clean(stream)
+}
+
+// Bucket returns the lease bucket, creating it with the TTL when missing.
+// An existing bucket keeps its TTL (all replicas of a group must agree on
+// it): the TTL in force is returned and used by New.
+func Bucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.Duration) (jetstream.KeyValue, time.Duration, error) {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	kv, err := bucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:         name,
+		Description:    "orderwatch: which replica of a group is active (key per shop and stream)",
+		History:        1,
+		TTL:            ttl,
+		LimitMarkerTTL: ttl, // expiries become delete markers that the standbys watch
+		Storage:        jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("lease bucket %s: %w", name, err)
+	}
+	if st.TTL() <= 0 {
+		return nil, 0, fmt.Errorf("lease bucket %s has no TTL: a lease would never expire; delete the bucket (nats kv del %s) and let the watcher create it", name, name)
+	}
+	return kv, st.TTL(), nil
+}
+
+// bucket binds the bucket cfg names, creating it with cfg when missing
+// (another replica may create it at the same moment).
+func bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// New returns the lease of this process on kv; ttl is the bucket's.
+// It makes no request; Run does.
+func New(kv jetstream.KeyValue, ttl time.Duration, cfg Config) *Lease {
+	if cfg.Renew <= 0 {
+		cfg.Renew = ttl / 3
+	}
+	if cfg.Margin <= 0 {
+		cfg.Margin = ttl / 5
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Mono == nil {
+		start := time.Now()
+		cfg.Mono = func() time.Duration { return time.Since(start) }
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &Lease{kv: kv, cfg: cfg, ttl: ttl, nonce: hex.EncodeToString(b[:]), log: log.With("component", "lease"), wake: make(chan struct{}, 1), first: make(chan struct{})}
+}
+
+// TTL is the lease's time to live (the bucket's).
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Nonce is this process's random id in the value.
+func (l *Lease) Nonce() string { return l.nonce }
+
+// Gate returns nil while this process holds the lease and its local
+// deadline has not passed; ErrNotActive otherwise. No network round trip.
+func (l *Lease) Gate() error {
+	if !l.Active() {
+		return ErrNotActive
+	}
+	return nil
+}
+
+// Active reports whether this process holds the lease now (before its
+// local deadline).
+func (l *Lease) Active() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.active && l.cfg.Mono() < l.deadline
+}
+
+// Deadline is the wall-clock time (now + what is left on the monotonic
+// clock) after which this process no longer calls or publishes; zero when
+// not active.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.active {
+		return time.Time{}
+	}
+	return l.cfg.Now().Add(l.deadline - l.cfg.Mono())
+}
+
+// Epoch is the revision at which the current tenure began (0 when not
+// active): it names the tenure in the checkpoints written during it.
+func (l *Lease) Epoch() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.active {
+		return 0
+	}
+	return l.epoch
+}
+
+// Decided is closed once Run made its first attempt to acquire the lease:
+// Active then says whether this process started as the active replica.
+func (l *Lease) Decided() <-chan struct{} { return l.first }
+
+// Value is this process's value (instance, host, since).
+func (l *Lease) Value() Value {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Since: l.since}
+}
+
+// Holder reads the key: who holds the lease now (found false when nobody).
+func (l *Lease) Holder(ctx context.Context) (v Value, found bool, err error) {
+	e, err := l.kv.Get(ctx, l.cfg.Key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return Value{}, false, nil
+	}
+	if err != nil {
+		return Value{}, false, fmt.Errorf("read lease %s: %w", l.cfg.Key, err)
+	}
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return Value{}, false, fmt.Errorf("read lease %s: %w", l.cfg.Key, err)
+	}
+	return v, true, nil
+}
+
+// Mine says whether v is this process's value.
+func (l *Lease) Mine(v Value) bool { return v.Nonce == l.nonce }
+
+func (l *Lease) value(since time.Time) []byte {
+	b, _ := json.Marshal(Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Since: since.UTC(), Expires: l.cfg.Now().Add(l.ttl).UTC()})
+	return b
+}
+
+// Run holds or waits for the lease until ctx ends, then releases it when
+// held. It returns nil after ctx ends.
+func (l *Lease) Run(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go l.watch(wctx)
+	for {
+		wait := l.step(ctx)
+		l.firstOnce.Do(func() { close(l.first) })
+		if ctx.Err() != nil {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-l.wake:
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	l.firstOnce.Do(func() { close(l.first) })
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer rcancel()
+	if err := l.Release(rctx); err != nil {
+		l.log.Warn("releasing the lease failed; a standby takes over when it expires", "err", err)
+	}
+	return nil
+}
+
+// step acquires, renews or notices the end of the lease; it returns how
+// long to wait before the next step.
+func (l *Lease) step(ctx context.Context) time.Duration {
+	l.mu.Lock()
+	active, rev, deadline := l.active, l.rev, l.deadline
+	l.mu.Unlock()
+	if active && l.cfg.Mono() >= deadline {
+		l.demote("the lease's deadline passed without a renewal")
+		active = false
+	}
+	if active {
+		return l.renew(ctx, rev)
+	}
+	return l.acquire(ctx, rev)
+}
+
+func (l *Lease) renew(ctx context.Context, rev uint64) time.Duration {
+	l.mu.Lock()
+	since := l.since
+	l.mu.Unlock()
+	sent := l.cfg.Mono()
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.Renew)
+	newRev, err := l.kv.Update(rctx, l.cfg.Key, l.value(since), rev)
+	cancel()
+	switch {
+	case err == nil:
+		l.mu.Lock()
+		l.rev, l.deadline = newRev, sent+l.ttl-l.cfg.Margin
+		l.mu.Unlock()
+		return l.cfg.Renew
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		l.mu.Lock()
+		l.rev = 0
+		l.mu.Unlock()
+		l.demote("the lease was taken or expired: " + err.Error())
+		return 0
+	case ctx.Err() != nil:
+		return 0
+	default:
+		l.log.Warn("renewing the lease failed; retrying until its deadline", "err", err)
+		l.mu.Lock()
+		left := l.deadline - l.cfg.Mono()
+		l.mu.Unlock()
+		return min(max(left, 0), 500*time.Millisecond)
+	}
+}
+
+func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
+	now := l.cfg.Now()
+	sent := l.cfg.Mono()
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.Renew)
+	defer cancel()
+	var newRev uint64
+	var err error
+	if rev != 0 {
+		// Lapsed locally but maybe still ours on the server: the same
+		// revision means nobody held it in between.
+		newRev, err = l.kv.Update(rctx, l.cfg.Key, l.value(now), rev)
+	} else {
+		newRev, err = l.kv.Create(rctx, l.cfg.Key, l.value(now))
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			newRev, err = l.takeOwnStale(rctx, now)
+		}
+	}
+	switch {
+	case err == nil:
+		l.mu.Lock()
+		l.rev, l.deadline, l.active, l.since, l.epoch = newRev, sent+l.ttl-l.cfg.Margin, true, now, newRev
+		l.mu.Unlock()
+		l.log.Info("holding the lease: this replica is active", "key", l.cfg.Key, "instance", l.cfg.Instance, "revision", newRev, "ttl", l.ttl.String())
+		if l.cfg.OnChange != nil {
+			l.cfg.OnChange(true)
+		}
+		return l.cfg.Renew
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		l.mu.Lock()
+		l.rev = 0
+		l.mu.Unlock()
+		return l.cfg.Renew
+	case ctx.Err() != nil:
+		return 0
+	default:
+		l.log.Warn("acquiring the lease failed", "err", err)
+		return l.cfg.Renew
+	}
+}
+
+// takeOwnStale takes over a live value written by an earlier process on
+// this state file (see Config.File); ErrKeyExists otherwise.
+func (l *Lease) takeOwnStale(ctx context.Context, now time.Time) (uint64, error) {
+	if l.cfg.File == "" {
+		return 0, jetstream.ErrKeyExists
+	}
+	e, err := l.kv.Get(ctx, l.cfg.Key)
+	if err != nil {
+		return 0, jetstream.ErrKeyExists
+	}
+	var v Value
+	if json.Unmarshal(e.Value(), &v) != nil || v.Instance != l.cfg.Instance || v.Host != l.cfg.Host || v.File != l.cfg.File || v.Nonce == l.nonce {
+		return 0, jetstream.ErrKeyExists
+	}
+	l.log.Info("the lease is held by an earlier process on this state file, which is gone: taking it over", "since", v.Since)
+	return l.kv.Update(ctx, l.cfg.Key, l.value(now), e.Revision())
+}
+
+func (l *Lease) demote(why string) {
+	l.mu.Lock()
+	was := l.active
+	l.active = false
+	l.mu.Unlock()
+	if !was {
+		return
+	}
+	l.log.Warn("lost the lease: this replica is a standby now", "why", why)
+	if l.cfg.OnChange != nil {
+		l.cfg.OnChange(false)
+	}
+}
+
+// Release gives the lease up (delete on the holder's revision) so that a
+// standby takes over at once. It is a no-op when not held.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	rev, active := l.rev, l.active
+	l.active, l.rev = false, 0
+	l.mu.Unlock()
+	if rev == 0 {
+		return nil
+	}
+	if active && l.cfg.OnChange != nil {
+		l.cfg.OnChange(false)
+	}
+	if err := l.kv.Delete(ctx, l.cfg.Key, jetstream.LastRevision(rev)); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("release lease %s: %w", l.cfg.Key, err)
+	}
+	l.log.Info("released the lease")
+	return nil
+}
+
+// watch wakes Run when the key is deleted or expires.
+func (l *Lease) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		w, err := l.kv.Watch(ctx, l.cfg.Key, jetstream.UpdatesOnly())
+		if err != nil {
+			t := time.NewTimer(l.cfg.Renew)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
+		for e := range w.Updates() {
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				select {
+				case l.wake <- struct{}{}:
+				default:
+				}
+			}
+		}
+		_ = w.Stop()
+	}
+}

@@ -1,0 +1,192 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestCheckpointRestore(t *testing.T) {
+	active := openT(t, tempPath(t), Options{})
+	wm := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	if err := active.SetBaseline(wm.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := active.Commit(Commit{States: puts(1, 3), Events: events(1, "a"), Watermark: &wm, BaselineDone: true,
+		Records: []Record{{Name: "budget", Value: map[string]int{"level": 7}}, {Name: "replica", Value: "active's own"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, quiet, err := active.Checkpoint(); err != nil || quiet {
+		t.Fatalf("Checkpoint with an event in the outbox: quiet %v, err %v; want not quiet", quiet, err)
+	}
+	if err := active.DeleteOutbox(1); err != nil {
+		t.Fatal(err)
+	}
+	c, quiet, err := active.Checkpoint()
+	if err != nil || !quiet {
+		t.Fatalf("Checkpoint: quiet %v, err %v", quiet, err)
+	}
+	// Through JSON, as the checkpoint travels.
+	b, _ := json.Marshal(c)
+	var got Checkpoint
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+
+	standby := openT(t, tempPath(t), Options{})
+	if err := standby.SaveRecord("replica", "standby's own"); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.SaveRecord("clock", "stale evidence"); err != nil {
+		t.Fatal(err)
+	}
+	own := func(name string) bool { return name == "replica" }
+	if err := standby.RestoreCheckpoint(got, own); err != nil {
+		t.Fatal(err)
+	}
+	m, err := standby.Meta()
+	if err != nil || !m.Watermark.Equal(wm) || !m.Baseline.Equal(wm.Add(-time.Hour)) || !m.BaselineDone {
+		t.Errorf("meta after restore %+v (%v)", m, err)
+	}
+	recs, _ := standby.Records()
+	if string(recs["budget"]) != `{"level":7}` || string(recs["replica"]) != `"standby's own"` || recs["clock"] != nil {
+		t.Errorf("records after restore: %s", recs)
+	}
+	// A watermark moves back when the checkpoint says so.
+	got.Watermark = wm.Add(-time.Minute)
+	if err := standby.RestoreCheckpoint(got, own); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := standby.Meta(); !m.Watermark.Equal(wm.Add(-time.Minute)) {
+		t.Errorf("watermark %v, want the checkpoint's", m.Watermark)
+	}
+}
+
+func TestApplyMirroredNeverMovesBack(t *testing.T) {
+	s := openT(t, tempPath(t), Options{})
+	old, cur := typical(1), typical(1)
+	cur.UpdatedAt.Time = old.UpdatedAt.Add(time.Minute)
+	cur.StatusID = typical(2).StatusID
+	if err := s.ApplyMirrored([]Mirrored{{1, old}, {1, cur}, {1, old}}, Record{Name: "replica", Value: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if st := lookup(t, s, 1)[0]; st == nil || !st.Same(cur) {
+		t.Errorf("order 1 = %+v, want the newer state", st)
+	}
+	var seq int
+	if found, _ := s.LoadRecord("replica", &seq); !found || seq != 3 {
+		t.Errorf("record written with the batch: %v %d", found, seq)
+	}
+}
+
+func TestRevertOutbox(t *testing.T) {
+	s := openT(t, tempPath(t), Options{})
+	s5, s6, s7 := typical(3), typical(3), typical(3)
+	s6.StatusID, s6.UpdatedAt.Time = typical(4).StatusID, s5.UpdatedAt.Add(time.Second)
+	s7.StatusID, s7.UpdatedAt.Time = typical(5).StatusID, s5.UpdatedAt.Add(2*time.Second)
+	if err := s.Commit(Commit{States: []Put{{1, s5}}}); err != nil {
+		t.Fatal(err)
+	}
+	undo := map[string]Undo{"e1": {1, &s5, s6}, "e2": {1, &s6, s7}, "e3": {2, nil, s5}, "e4": {3, &s5, s6}}
+	for _, c := range []Commit{
+		{States: []Put{{1, s6}, {2, s5}}, Events: []OutboxEntry{{ID: "e1"}, {ID: "e3"}}},
+		{States: []Put{{1, s7}}, Events: []OutboxEntry{{ID: "e2"}}},
+		{States: []Put{{3, s7}}, Events: []OutboxEntry{{ID: "e4"}, {ID: "bad"}}}, // 3 moved on since e4: kept
+	} {
+		if err := s.Commit(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.RevertOutbox(func(e OutboxEntry) (Undo, error) {
+		u, ok := undo[e.ID]
+		if !ok {
+			return Undo{}, errors.New("unreadable")
+		}
+		return u, nil
+	})
+	if err != nil || n != 3 || s.OutboxDepth() != 0 {
+		t.Fatalf("RevertOutbox: %d reverted, depth %d, err %v; want 3, 0", n, s.OutboxDepth(), err)
+	}
+	got := lookup(t, s, 1, 2, 3)
+	if got[0] == nil || !got[0].Same(s5) || got[1] != nil || got[2] == nil || !got[2].Same(s7) {
+		t.Errorf("after the revert: %+v %+v %+v", got[0], got[1], got[2])
+	}
+	if rest, _ := s.Outbox(0, 0); len(rest) != 0 {
+		t.Errorf("%d entries left", len(rest))
+	}
+}
+
+func TestDumpLoadOrders(t *testing.T) {
+	a := openT(t, tempPath(t), Options{})
+	if err := a.Commit(Commit{States: puts(1, 500), Events: events(1, "x")}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := a.DumpOrders(&buf); !errors.Is(err, ErrNotQuiet) || buf.Len() != 0 {
+		t.Fatalf("DumpOrders with an outbox: %v, %d bytes", err, buf.Len())
+	}
+	_ = a.DeleteOutbox(1)
+	n, err := a.DumpOrders(&buf)
+	if err != nil || n != 500 {
+		t.Fatalf("DumpOrders: %d, %v", n, err)
+	}
+	b := openT(t, tempPath(t), Options{})
+	if err := b.Commit(Commit{States: puts(900, 901)}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.LoadOrders(bytes.NewReader(buf.Bytes()), Record{Name: "replica", Value: 1}); err != nil || n != 500 {
+		t.Fatalf("LoadOrders: %d, %v", n, err)
+	}
+	st, _ := b.Stats()
+	got := lookup(t, b, 1, 250, 500, 900)
+	if st.Orders != 500 || got[3] != nil {
+		t.Errorf("%d orders after the load, order 900 %v; want the dump's 500 only", st.Orders, got[3])
+	}
+	for i, id := range []int64{1, 250, 500} {
+		if got[i] == nil || !got[i].Same(typical(id)) {
+			t.Errorf("order %d = %+v", id, got[i])
+		}
+	}
+	bad := append([]byte(nil), buf.Bytes()[:buf.Len()-3]...)
+	if _, err := b.LoadOrders(bytes.NewReader(bad)); err == nil {
+		t.Error("a cut dump loaded")
+	}
+	if st, _ := b.Stats(); st.Orders != 500 {
+		t.Errorf("a failed load changed the snapshot: %d orders", st.Orders)
+	}
+}
+
+// The quarantine travels with the checkpoint (the active's watermark has
+// passed those orders), and a replica's own records stay its own.
+func TestCheckpointCarriesQuarantine(t *testing.T) {
+	active := openT(t, tempPath(t), Options{})
+	standby := openT(t, tempPath(t), Options{})
+	wm := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	q := Quarantined{Reason: "statusId: an object", Excerpt: `{"id":7,"statusId":{}}`, FirstSeen: wm, LastSeen: wm, Attempts: 1}
+	if err := active.Commit(Commit{Watermark: &wm, Quarantine: []QuarantineOp{{OrderID: 7, Entry: &q}},
+		Records: []Record{{Name: "publisher", Value: map[string]int{"sent_through": 900}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The standby held an order of an old tenure in quarantine, since released.
+	if err := standby.Commit(Commit{Quarantine: []QuarantineOp{{OrderID: 3, Entry: &q}},
+		Records: []Record{{Name: "publisher", Value: map[string]int{"sent_through": 12}}}}); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := active.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.RestoreCheckpoint(c, func(name string) bool { return name == "publisher" }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := standby.Quarantine()
+	if err != nil || len(got) != 1 || got[0].OrderID != 7 || got[0].Reason != q.Reason {
+		t.Errorf("standby quarantine after restore = %+v, %v; want order 7 only", got, err)
+	}
+	var mark map[string]int
+	if found, err := standby.LoadRecord("publisher", &mark); err != nil || !found || mark["sent_through"] != 12 {
+		t.Errorf("standby's own publisher record = %v, %v, %v; want its own 12", mark, found, err)
+	}
+}
