@@ -49,9 +49,17 @@ sim:
 # token lifetimes, a second instance, the state disk full (and, as root,
 # read-only at start), SIGTERM under load, a bulk second worked through one
 # order per call, a Date header 2 h ahead, a spent daily quota and readiness
-# during a first sync. `go test` runs a short variant.
+# during a first sync; and the restart scenarios (docs/reliability.md): an
+# undecodable order under load (TestFaultQuarantineUnderLoad), rejected fresh
+# tokens and lost login/renewal answers with kill -9 inside the waits
+# (TestFaultSessions*), a restart inside a session-limit wait
+# (TestFaultSessionLimit*), every PubAck lost and NATS down longer than the
+# duplicate window (TestFaultLostAckOutageLongerThanWindow), a restart inside
+# a spent-quota wait, the resume after the reset and a restart storm
+# (TestFaultBudget*). All match -run 'TestFault'. `go test` runs a short
+# variant.
 faults:
-	$(GO) test -run 'TestFault' -v -timeout 60m ./cmd/watcher -args -fault-long
+	$(GO) test -run 'TestFault' -v -timeout 90m ./cmd/watcher -args -fault-long
 	$(GO) test -run 'TestCrashConsistency' -v -timeout 30m ./poller -args -crash-cycles=60
 
 # 30 minutes at three times a busy shop's change rate, a random fault every
