@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real Prometheus scraping `watcher demo` for a while, then every dashboard
 # query and every alert evaluated through its HTTP API (evaluate-queries.py).
-# Not part of CI (it needs minutes and Python 3); see docs/notes/chart.md.
+# Not part of CI (it needs minutes and Python 3); see docs/reliability.md,
+# "Dashboard and alerts against a real Prometheus".
 #
 # Usage: deploy/helm/dev/prometheus-demo.sh [MINUTES]   (default 6)
 # Builds prometheus (v0.316.0 = Prometheus 3.16, as .ci/run's promtool; about
