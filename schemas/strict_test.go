@@ -14,7 +14,7 @@ import (
 // (new Ajv2020({strict: true}): strictSchema, strictTypes, strictTuples,
 // strictRequired) applies to the event schemas, so that consumers using Ajv
 // can compile them as they are. Checked with the real Ajv 8 and ajv-formats
-// when the rules were written (see docs/notes/chart.md); this test keeps
+// when the rules were written (see docs/reliability.md, "Dashboard and alerts against a real Prometheus"); this test keeps
 // them from regressing in CI:
 //
 //   - only draft 2020-12 keywords (no unknown or misspelt keyword, no

@@ -77,7 +77,7 @@ type Config struct {
 	Keyset         string        `envconfig:"KEYSET" default:"auto" desc:"Page a one-second bulk that offset paging cannot verify by orderId=gt:: auto (falls back when the service ignores the filter), true or false"`
 	BadEntries     string        `envconfig:"BAD_ENTRIES" default:"quarantine" desc:"Undecodable entry: quarantine (hold back only its order, retry it by id; alias hold) or skip"`
 
-	// Hot standby (one active replica per shop and stream; docs/notes/standby.md).
+	// Hot standby (one active replica per shop and stream; docs/how-it-works.md, "Hot standby").
 	Lease       bool          `envconfig:"LEASE" default:"true" desc:"Hot standby: only the replica holding the NATS KV lease of its shop and stream calls the shop and publishes; the others mirror the stream (JetStream only)"`
 	InstanceID  string        `envconfig:"INSTANCE_ID" desc:"Name of this replica in the lease; default the host name (the pod name)"`
 	LeaseTTL    time.Duration `envconfig:"LEASE_TTL" default:"9s" desc:"Lease time to live of a created lease bucket (an existing bucket keeps its own); renewed every third of it, a standby takes over within it after a crash"`

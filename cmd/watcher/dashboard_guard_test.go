@@ -6,7 +6,7 @@ import (
 )
 
 // TestDashboardShowsNoNaN pins what a Prometheus scraping the demo showed
-// (docs/notes/chart.md): a histogram quantile over an interval without
+// (docs/reliability.md, "Dashboard and alerts against a real Prometheus"): a histogram quantile over an interval without
 // observations, and a ratio over an interval without its denominator, are
 // NaN, which Grafana draws as an empty or broken panel. Every such query
 // drops the NaN (">= 0", a guard with "and on", a denominator "> 0") or
