@@ -108,6 +108,11 @@ type Config struct {
 	OnProgress func(Progress)
 	// ProgressEvery is how often a long sweep logs its progress [10s].
 	ProgressEvery time.Duration
+	// OnClockJump is called when the order stamps decide about a clock
+	// jump (metrics): decision "rewound" when the service's clock went
+	// back (confirmed by changes below the watermark) and the watermark was
+	// rewound; jump is the move (negative: back).
+	OnClockJump func(jump time.Duration, decision string)
 
 	Logger *slog.Logger
 	Now    func() time.Time // local clock, only for durations
@@ -158,8 +163,9 @@ type Stats struct {
 	// keyset over several sweeps or cannot be verified (zero: none); the
 	// slices after it were read and their changes committed.
 	Held time.Time
-	// Rewound is the watermark found ahead of server time minus settle and
-	// rewound (zero: none).
+	// Rewound is the watermark found ahead of server time minus settle, or
+	// ahead of changes stamped by a clock that went back, and rewound
+	// (zero: none).
 	Rewound time.Time
 	// KeysetSlices are the bulk seconds paged by keyset.
 	KeysetSlices int
@@ -195,6 +201,8 @@ type Poller struct {
 	keysetIgnored bool       // the service ignores orderId=gt: (auto mode)
 	bulk          bulkCursor // a bulk second read by keyset over several sweeps
 	lastProgress  time.Time  // last progress log line
+	ev            evidence   // the newest stamp served: the watermark's bound
+	evLoaded      bool       // the clock record was read
 }
 
 // bulkCursor is how far keyset paging got in one second.
