@@ -231,3 +231,32 @@ func assertServiceClock(t *testing.T, e *env, simNow func() time.Time) {
 	e.assertSnapshotMatches()
 	checkEvents(t, e.sim, e.events())
 }
+
+// TestClockRecordSaved: the clock record is written with the watermark, and
+// the watermark is never past its bound minus settle; an unreadable record
+// is "nothing known".
+func TestClockRecordSaved(t *testing.T) {
+	e := newEnv(t, plentysim.Config{}, skewCfg)
+	if err := e.store.SaveRecord("clock", "not a clock record"); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Generate(50, t0.Add(-24*time.Hour), t0.Add(-time.Minute))
+	e.sweep()
+	sweepSkewed(t, e, 5, 3, e.clk.Now)
+	var rec struct {
+		Stamp, Bound, SavedAt time.Time
+	}
+	if found, err := e.store.LoadRecord("clock", &rec); err != nil || !found {
+		t.Fatalf("clock record: found %v, %v", found, err)
+	}
+	meta, _ := e.store.Meta()
+	var newest time.Time
+	for _, o := range e.sim.Orders() {
+		if o.UpdatedAt.After(newest) {
+			newest = o.UpdatedAt
+		}
+	}
+	if rec.Stamp.After(newest) || newest.Sub(rec.Stamp) > e.cfg.Settle+time.Second || rec.Bound.Before(rec.Stamp) || meta.Watermark.After(rec.Bound.Add(-e.cfg.Settle)) {
+		t.Errorf("record %+v (newest stamp %v), watermark %v", rec, newest, meta.Watermark)
+	}
+}
