@@ -68,9 +68,12 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		Logger:     log.With("component", "client"),
 		OnResponse: func(c plenty.CallInfo) { m.observeCall(c) },
 		OnLogin:    func(r plenty.LoginResult) { m.observeLogin(r) },
-		OnClockJump: func(_ time.Duration, accepted bool) {
+		OnClockJump: func(jump time.Duration, accepted bool) {
 			if !accepted {
 				m.clockProblems.Inc()
+				m.clockJump(jump, "rejected")
+			} else {
+				m.clockJump(jump, "accepted")
 			}
 		},
 	})
@@ -106,9 +109,10 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: poller.KeysetMode(cfg.Keyset),
 		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
 		Source: source, SubjectPrefix: cfg.SubjectPrefix,
-		OnCommit:   func(int) { d.pub.Notify() },
-		OnProgress: d.onProgress,
-		Logger:     log.With("component", "poller"),
+		OnCommit:    func(int) { d.pub.Notify() },
+		OnProgress:  d.onProgress,
+		OnClockJump: func(jump time.Duration, decision string) { m.clockJump(jump, decision) },
+		Logger:      log.With("component", "poller"),
 	})
 	if err != nil {
 		return nil, configErr("%v", err)
