@@ -110,9 +110,12 @@ func clockScenario(t *testing.T, skew time.Duration, restart bool) {
 	if len(jumps) == 0 {
 		t.Errorf("no clock jump counted for a Date %v off for %v", skew, dur)
 	}
-	changes := len(f.sim.History())
-	t.Logf("Date %v for %v (restart inside: %v), %d changes, %d events checked: 0 lost, 0 doubled (check passed: %v); detection delay before %v, during the skew max %v (median %v, %d probes), after %v; clock jumps %v",
-		skew, dur, restart, changes, n, !t.Failed(), before.Round(time.Millisecond), maxDur(during).Round(time.Millisecond),
+	verdict := "0 lost, 0 doubled, 0 unsound"
+	if t.Failed() {
+		verdict = "FAILED (see above)"
+	}
+	t.Logf("Date %v for %v (restart inside: %v), %d changes, %d events checked: %s; detection delay before %v, during the skew max %v (median %v, %d probes), after %v; clock jumps %v",
+		skew, dur, restart, len(f.sim.History()), n, verdict, before.Round(time.Millisecond), maxDur(during).Round(time.Millisecond),
 		median(during).Round(time.Millisecond), len(during), after.Round(time.Millisecond), jumps)
 }
 
