@@ -59,14 +59,13 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 			"events", p.cfg.EmitBaseline)
 	}
 	if meta.Watermark.After(hi) {
-		// The watermark is never ahead of the newest stamp served minus
-		// settle: a clock put it there (a Date header or a local clock that
-		// jumped ahead, in an earlier version). Changes below it may be
-		// unread: read them again (idempotent).
+		// The watermark is never ahead of server time minus settle: a clock
+		// put it there (a Date header or a local clock that jumped ahead).
+		// Changes below it may be unread: read them again (idempotent).
 		if err := p.store.RewindWatermark(hi); err != nil {
 			return st, fmt.Errorf("rewind the watermark: %w", err)
 		}
-		p.log.Error("the watermark is ahead of the newest stamp served minus settle (a clock jumped): rewound, the window is read again",
+		p.log.Error("the watermark is ahead of server time minus settle (a clock jumped): rewound, the window is read again",
 			"watermark", meta.Watermark.Format(time.RFC3339), "rewound_to", hi.Format(time.RFC3339), "server_now", now.Format(time.RFC3339))
 		st.Rewound = meta.Watermark
 		meta.Watermark = hi
@@ -614,7 +613,8 @@ func (s *sweep) flush(mark *time.Time) error {
 	if mark != nil {
 		// The watermark stays below the newest stamp served minus settle;
 		// the baseline is done once its window is verified.
-		c.Watermark, c.Records = s.p.bounded(*mark)
+		wm, recs := s.p.bounded(*mark)
+		c.Watermark, c.Records = wm, append(c.Records, recs...)
 		now := cfg.Now()
 		c.LastSweep = &now
 		c.BaselineDone = !mark.Before(s.baseline)
