@@ -239,6 +239,16 @@ func (c *Client) ServerNow() (t time.Time, ok bool) {
 	return c.clock.now(c.mono())
 }
 
+// DateNow is what the latest Date headers say the service's clock is now,
+// carried forward on the monotonic clock: ServerNow, or, while Dates that
+// jumped are distrusted, the clock they say (a hint that the service's
+// clock may have been set, before ServerNow follows it).
+func (c *Client) DateNow() (t time.Time, ok bool) {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	return c.clock.latest(c.mono())
+}
+
 // ClockTrouble describes a Date header that is distrusted right now (it
 // jumped against the monotonic clock); "" when the clock is trusted.
 func (c *Client) ClockTrouble() string {

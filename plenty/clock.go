@@ -56,6 +56,16 @@ func (c *serverClock) now(mono time.Duration) (time.Time, bool) {
 	return c.base.Add(mono - c.monoAt), true
 }
 
+// latest is what the latest Date headers say the service's clock is at the
+// monotonic reading mono, carried forward: the estimate, or, while Dates
+// that jumped are distrusted, the clock they say.
+func (c *serverClock) latest(mono time.Duration) (time.Time, bool) {
+	if c.have && c.suspect {
+		return c.candBase.Add(mono - c.candAt), true
+	}
+	return c.now(mono)
+}
+
 // observe feeds a Date header read at the monotonic reading mono.
 func (c *serverClock) observe(date time.Time, mono time.Duration) clockEvent {
 	if !c.have {

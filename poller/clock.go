@@ -138,6 +138,24 @@ type recordStore interface {
 	LoadRecord(name string, v any) (bool, error)
 }
 
+// dateHinter is a client that says what the latest Date headers say even
+// while it distrusts them (plenty.Client): a clock set back is then
+// looked for at once rather than after the client follows the new Date.
+type dateHinter interface {
+	DateNow() (time.Time, bool)
+}
+
+// latestDate is the earlier of the Date estimate now and what the latest
+// Date headers say.
+func (p *Poller) latestDate(now time.Time) time.Time {
+	if h, ok := p.client.(dateHinter); ok {
+		if d, ok := h.DateNow(); ok && d.Before(now) {
+			return d
+		}
+	}
+	return now
+}
+
 // window is the sweep's upper bound hi, from the Date estimate date: the
 // Date estimate minus settle (a hint: a clock that is right shows changes
 // as soon as they settle), or, when that lies below the stamp evidence (a

@@ -74,11 +74,11 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	if !meta.Watermark.IsZero() {
 		lo = meta.Watermark.Add(-p.cfg.Overlap)
 	}
-	if hiDate := now.Add(-p.cfg.Settle).Truncate(time.Second); hi.After(hiDate) && meta.BaselineDone && hiDate.Before(lo) {
+	if date := p.latestDate(now); meta.BaselineDone && date.Add(-p.cfg.Settle).Before(lo) && hi.After(date.Add(-p.cfg.Settle)) {
 		// The Date says the service's clock lies below the window: a Date
 		// behind, or a clock set back whose new stamps land below the
 		// watermark. The stamps decide.
-		back, err := sw.probeBack(ctx, now, hiDate, meta.Watermark)
+		back, err := sw.probeBack(ctx, date, date.Add(-p.cfg.Settle).Truncate(time.Second), meta.Watermark)
 		if err != nil {
 			return st, err
 		}
