@@ -146,7 +146,9 @@ type dateHinter interface {
 }
 
 // latestDate is the earlier of the Date estimate now and what the latest
-// Date headers say.
+// Date headers say: a Date that jumped back is not waited for (the stamps
+// keep the window where it belongs if it is wrong, and a clock set back is
+// looked for at once); one that jumped ahead is, for a minute.
 func (p *Poller) latestDate(now time.Time) time.Time {
 	if h, ok := p.client.(dateHinter); ok {
 		if d, ok := h.DateNow(); ok && d.Before(now) {

@@ -49,7 +49,8 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	if err != nil {
 		return st, err
 	}
-	hi := p.window(now)
+	date := p.latestDate(now)
+	hi := p.window(date)
 	if meta.Baseline.IsZero() {
 		if err := p.store.SetBaseline(hi); err != nil {
 			return st, err
@@ -74,7 +75,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	if !meta.Watermark.IsZero() {
 		lo = meta.Watermark.Add(-p.cfg.Overlap)
 	}
-	if date := p.latestDate(now); meta.BaselineDone && date.Add(-p.cfg.Settle).Before(lo) && hi.After(date.Add(-p.cfg.Settle)) {
+	if meta.BaselineDone && date.Add(-p.cfg.Settle).Before(lo) && hi.After(date.Add(-p.cfg.Settle)) {
 		// The Date says the service's clock lies below the window: a Date
 		// behind, or a clock set back whose new stamps land below the
 		// watermark. The stamps decide.
@@ -86,7 +87,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 			st.Rewound = meta.Watermark
 			meta.Watermark = back
 			lo = back.Add(-p.cfg.Overlap)
-			hi = p.window(now)
+			hi = p.window(date)
 		}
 	}
 	st.Lo, st.Hi, st.Watermark = lo, hi, meta.Watermark
