@@ -188,13 +188,14 @@ func (p *Poller) bounded(mark time.Time) (*time.Time, []state.Record) {
 		mark = b
 	}
 	var recs []state.Record
-	if rec, ok := p.clockRecord(local); ok {
+	if rec, ok := p.evidenceRecord(local); ok {
 		recs = []state.Record{{Name: clockRecord, Value: rec}}
 	}
 	return &mark, recs
 }
 
-func (p *Poller) clockRecord(local time.Time) (clockState, bool) {
+// evidenceRecord is the clock record at the local reading local.
+func (p *Poller) evidenceRecord(local time.Time) (clockState, bool) {
 	date, _ := p.client.ServerNow()
 	return p.ev.record(local, date)
 }
@@ -228,9 +229,8 @@ func (p *Poller) loadClock(date time.Time) {
 		"date", date.UTC().Format(time.RFC3339))
 }
 
-// probeBack runs when the Date estimate minus settle lies below the window
-// (the client follows a Date that has kept a new time for a minute): a
-// Date behind, or the service's clock set back, whose new stamps land
+// probeBack runs when the latest Date minus settle lies below the window
+// (see latestDate): a Date behind, or the service's clock set back, whose new stamps land
 // below the watermark where no sweep would read them. It reads one page of
 // the span before the Date and looks for entries the sweeps have not seen
 // (in scope, not in the snapshot with that updatedAt): only a clock set
@@ -276,7 +276,7 @@ func (s *sweep) probeBack(ctx context.Context, date, hiDate, watermark time.Time
 	local := p.cfg.Now()
 	p.ev.reset(newest, local)
 	if rs, ok := p.store.(recordStore); ok {
-		if rec, ok := p.clockRecord(local); ok {
+		if rec, ok := p.evidenceRecord(local); ok {
 			if err := rs.SaveRecord(clockRecord, rec); err != nil {
 				return time.Time{}, err
 			}
