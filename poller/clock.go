@@ -160,16 +160,17 @@ func (p *Poller) latestDate(now time.Time) time.Time {
 
 // window is the sweep's upper bound hi, from the Date estimate date: the
 // Date estimate minus settle (a hint: a clock that is right shows changes
-// as soon as they settle), or, when that lies below the stamp evidence (a
-// Date behind), the stamp evidence plus settle, so that the stamps of
-// newer changes are seen and carry the evidence on (without the lead each
-// sweep would lose the time between the newest stamp and hi). The
+// as soon as they settle), or the stamp evidence when that is later (a
+// Date behind): the evidence is a lower bound of the service's clock, so
+// the window never reaches into its future, and it never falls behind
+// (it grows with the monotonic clock and jumps with every newer stamp),
+// so changes go on being read however long the Date is wrong. The
 // watermark stays below the evidence minus settle whatever hi is
 // (bounded); before any stamp is known, the Date is all there is.
 func (p *Poller) window(date time.Time) time.Time {
 	hi := date.Add(-p.cfg.Settle).Truncate(time.Second)
-	if ts, ok := p.ev.now(p.cfg.Now()); ok && ts.After(hi) {
-		hi = ts.Add(p.cfg.Settle).Truncate(time.Second)
+	if ts, ok := p.ev.now(p.cfg.Now()); ok && ts.Truncate(time.Second).After(hi) {
+		hi = ts.Truncate(time.Second)
 	}
 	return hi
 }
