@@ -111,7 +111,8 @@ type Config struct {
 	OnWait func(Wait)
 	// OnClockJump is called when a Date header jumps against the
 	// monotonic clock (distrusted) and when a new server clock is
-	// accepted after it kept saying so (metrics).
+	// accepted after it kept saying so (metrics); jump is the move
+	// (negative: back).
 	OnClockJump func(jump time.Duration, accepted bool)
 	// Gate, when set, is asked before every request (logins included); an
 	// error stops the call at once, nothing is sent (the lease of a hot
@@ -250,12 +251,23 @@ func (c *Client) Throttle() Throttle { return c.pacer.Last() }
 // ServerNow estimates the service's clock from the Date headers seen so far,
 // carried forward on the monotonic clock (a step of the local clock does not
 // move it); ok is false before the first response. The estimate errs early
-// (Date has whole seconds), which is the safe side for a sweep's upper bound,
-// and never goes back while the Date headers agree with it.
+// (Date has whole seconds) and never goes back while the Date headers agree
+// with it. It is a hint: a Date that keeps a wrong time for a minute is
+// followed; what bounds a watermark is the stamps in the service's data.
 func (c *Client) ServerNow() (t time.Time, ok bool) {
 	c.clockMu.Lock()
 	defer c.clockMu.Unlock()
 	return c.clock.now(c.mono())
+}
+
+// DateNow is what the latest Date headers say the service's clock is now,
+// carried forward on the monotonic clock: ServerNow, or, while Dates that
+// jumped are distrusted, the clock they say (a hint that the service's
+// clock may have been set, before ServerNow follows it).
+func (c *Client) DateNow() (t time.Time, ok bool) {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	return c.clock.latest(c.mono())
 }
 
 // ClockTrouble describes a Date header that is distrusted right now (it
@@ -527,8 +539,8 @@ func (c *Client) observeClock(t Throttle) {
 		c.log.Warn("the service's Date header jumps against the monotonic clock: distrusted, the server-time estimate stays on the monotonic clock",
 			"jump", ev.jump.Round(time.Second).String(), "date", t.ServerTime.UTC().Format(time.RFC3339), "accept_after", clockAcceptAfter.String())
 	case clockAccepted:
-		c.log.Warn("the service's clock has kept its new time: accepted", "jump", ev.jump.Round(time.Second).String(),
-			"date", t.ServerTime.UTC().Format(time.RFC3339))
+		c.log.Warn("the service's Date header has kept its new time for a minute: followed as a hint for the sweep window; the watermark stays bounded by the order stamps",
+			"jump", ev.jump.Round(time.Second).String(), "date", t.ServerTime.UTC().Format(time.RFC3339))
 	case clockRecovered:
 		c.log.Info("the service's Date header agrees with the monotonic clock again", "date", t.ServerTime.UTC().Format(time.RFC3339))
 	}

@@ -10,14 +10,19 @@ const (
 	clockTolerance = 5 * time.Second
 	// clockAcceptAfter: a new server time that every Date header has
 	// agreed on for this long (monotonic) is accepted (the service's
-	// clock was really set).
+	// clock may really have been set). The estimate is a hint only: it
+	// places the upper end of a sweep's window; the watermark is bounded
+	// by the updatedAt stamps the service serves (package poller), so an
+	// accepted Date that is wrong delays nothing and hides nothing.
 	clockAcceptAfter = time.Minute
 )
 
-// serverClock estimates the service's clock: the last trusted Date, carried
-// forward on the monotonic clock. A Date that jumps against it by more than
-// clockTolerance is distrusted until the new time has held for
-// clockAcceptAfter.
+// serverClock estimates the service's clock from its Date headers: the
+// last trusted Date, carried forward on the monotonic clock. A Date that
+// jumps against it by more than clockTolerance is distrusted until the new
+// time has held for clockAcceptAfter. A Date can come from a front-end
+// with a wrong clock for seconds or hours: the estimate is a hint, never
+// the evidence a watermark rests on.
 type serverClock struct {
 	have   bool
 	base   time.Time     // server time at monoAt (a lower bound: Date is truncated)
@@ -49,6 +54,16 @@ func (c *serverClock) now(mono time.Duration) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return c.base.Add(mono - c.monoAt), true
+}
+
+// latest is what the latest Date headers say the service's clock is at the
+// monotonic reading mono, carried forward: the estimate, or, while Dates
+// that jumped are distrusted, the clock they say.
+func (c *serverClock) latest(mono time.Duration) (time.Time, bool) {
+	if c.have && c.suspect {
+		return c.candBase.Add(mono - c.candAt), true
+	}
+	return c.now(mono)
 }
 
 // observe feeds a Date header read at the monotonic reading mono.

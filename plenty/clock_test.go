@@ -34,8 +34,15 @@ func TestServerClock(t *testing.T) {
 	if got := at(14 * time.Second); !got.Equal(t0.Add(14 * time.Second)) {
 		t.Errorf("while distrusted: %v", got)
 	}
+	// What the distrusted Dates say, carried forward: a hint.
+	if got, ok := c.latest(14 * time.Second); !ok || !got.Equal(t0.Add(2*time.Hour+14*time.Second)) {
+		t.Errorf("latest while distrusted: %v", got)
+	}
 	if ev := c.observe(t0.Add(15*time.Second), 15*time.Second); ev.kind != clockRecovered {
 		t.Errorf("back to normal: %v", ev.kind)
+	}
+	if got, _ := c.latest(16 * time.Second); !got.Equal(t0.Add(16 * time.Second)) {
+		t.Errorf("latest when trusted: %v", got)
 	}
 	// The service's clock is really set back an hour: accepted after a minute.
 	var accepted time.Duration

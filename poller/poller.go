@@ -125,6 +125,11 @@ type Config struct {
 	OnProgress func(Progress)
 	// ProgressEvery is how often a long sweep logs its progress [10s].
 	ProgressEvery time.Duration
+	// OnClockJump is called when the order stamps decide about a clock
+	// jump (metrics): decision "rewound" when the service's clock went
+	// back (confirmed by changes below the watermark) and the watermark was
+	// rewound; jump is the move (negative: back).
+	OnClockJump func(jump time.Duration, decision string)
 
 	Logger *slog.Logger
 	Now    func() time.Time // local clock, only for durations
@@ -175,8 +180,9 @@ type Stats struct {
 	// keyset over several sweeps or cannot be verified (zero: none); the
 	// slices after it were read and their changes committed.
 	Held time.Time
-	// Rewound is the watermark found ahead of server time minus settle and
-	// rewound (zero: none).
+	// Rewound is the watermark found ahead of server time minus settle, or
+	// ahead of changes stamped by a clock that went back, and rewound
+	// (zero: none).
 	Rewound time.Time
 	// KeysetSlices are the bulk seconds paged by keyset.
 	KeysetSlices int
@@ -221,6 +227,8 @@ type Poller struct {
 
 	byIDIgnored bool           // the service does not accept orderId=in: (no retry by id)
 	quarantined map[int64]bool // the quarantined orders, read at each sweep's start
+	ev          evidence       // the newest stamp served: the watermark's bound
+	evLoaded    bool           // the clock record was read
 }
 
 // bulkCursor is how far keyset paging got in one second.

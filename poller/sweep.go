@@ -25,8 +25,11 @@ var (
 )
 
 // Sweep runs one sweep over [watermark - overlap, server now - settle], in
-// verified slices, and returns its figures. On error the figures say how far
-// it got; the watermark stays at the last verified slice.
+// verified slices, and returns its figures. Server now is a hint from the
+// Date header (see window); the watermark never passes the newest
+// updatedAt the service has served, carried forward on the local monotonic
+// clock, minus settle (see bounded). On error the figures say how far it
+// got; the watermark stays at the last verified slice.
 //
 // When ctx is cancelled (shutdown), the call in flight is finished (the
 // client does not cut it), what was read is committed, no new call is
@@ -40,11 +43,13 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	if err != nil {
 		return st, err
 	}
-	hi := now.Add(-p.cfg.Settle).Truncate(time.Second)
+	p.loadClock(now)
 	meta, err := p.store.Meta()
 	if err != nil {
 		return st, err
 	}
+	date := p.latestDate(now)
+	hi := p.window(date)
 	if meta.Baseline.IsZero() {
 		if err := p.store.SetBaseline(hi); err != nil {
 			return st, err
@@ -68,6 +73,21 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	lo := p.cfg.StartFrom.Truncate(time.Second)
 	if !meta.Watermark.IsZero() {
 		lo = meta.Watermark.Add(-p.cfg.Overlap)
+	}
+	if meta.BaselineDone && date.Add(-p.cfg.Settle).Before(lo) && hi.After(date.Add(-p.cfg.Settle)) {
+		// The Date says the service's clock lies below the window: a Date
+		// behind, or a clock set back whose new stamps land below the
+		// watermark. The stamps decide.
+		back, err := sw.probeBack(ctx, date, date.Add(-p.cfg.Settle).Truncate(time.Second), meta.Watermark)
+		if err != nil {
+			return st, err
+		}
+		if !back.IsZero() {
+			st.Rewound = meta.Watermark
+			meta.Watermark = back
+			lo = back.Add(-p.cfg.Overlap)
+			hi = p.window(date)
+		}
 	}
 	st.Lo, st.Hi, st.Watermark = lo, hi, meta.Watermark
 	st.Baseline = lo.Before(meta.Baseline) && !meta.BaselineDone
@@ -548,7 +568,9 @@ func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
 	if err := s.p.store.Lookup(ids, prev); err != nil {
 		return err
 	}
+	seen := cfg.Now()
 	for i, o := range orders {
+		s.p.ev.observe(o.UpdatedAt.Time, seen)
 		if !s.startMark.IsZero() && !o.UpdatedAt.After(s.startMark) && (prev[i] == nil || prev[i].UpdatedAt.Before(o.UpdatedAt.Time)) {
 			s.late(o, s.startMark.Sub(o.UpdatedAt.Time))
 		}
@@ -590,7 +612,10 @@ func (s *sweep) flush(mark *time.Time) error {
 		mark = nil // a slice before is not verified: the watermark waits
 	}
 	if mark != nil {
-		c.Watermark = mark
+		// The watermark stays below the newest stamp served minus settle;
+		// the baseline is done once its window is verified.
+		wm, recs := s.p.bounded(*mark)
+		c.Watermark, c.Records = wm, append(c.Records, recs...)
 		now := cfg.Now()
 		c.LastSweep = &now
 		c.BaselineDone = !mark.Before(s.baseline)
@@ -632,7 +657,9 @@ func (s *sweep) flush(mark *time.Time) error {
 		cfg.OnCommit(len(c.Events))
 	}
 	if mark != nil {
-		s.st.Watermark = *mark
+		if c.Watermark != nil && c.Watermark.After(s.st.Watermark) {
+			s.st.Watermark = *c.Watermark
+		}
 		s.pos = *mark
 		s.progress()
 	}

@@ -154,9 +154,12 @@ func (d *daemon) newWorkers() error {
 		OnResponse: func(c plenty.CallInfo) { d.metrics.observeCall(c) },
 		OnLogin:    func(r plenty.LoginResult) { d.metrics.observeLogin(r) },
 		OnWait:     d.saveWait,
-		OnClockJump: func(_ time.Duration, accepted bool) {
+		OnClockJump: func(jump time.Duration, accepted bool) {
 			if !accepted {
 				d.metrics.clockProblems.Inc()
+				d.metrics.clockJump(jump, "rejected")
+			} else {
+				d.metrics.clockJump(jump, "accepted")
 			}
 		},
 	})
@@ -169,9 +172,10 @@ func (d *daemon) newWorkers() error {
 		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: poller.KeysetMode(cfg.Keyset),
 		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
 		Source: source, SubjectPrefix: cfg.SubjectPrefix,
-		OnCommit:   func(int) { d.pub.Notify() },
-		OnProgress: d.onProgress,
-		Logger:     d.log.With("component", "poller"),
+		OnCommit:    func(int) { d.pub.Notify() },
+		OnProgress:  d.onProgress,
+		OnClockJump: func(jump time.Duration, decision string) { d.metrics.clockJump(jump, decision) },
+		Logger:      d.log.With("component", "poller"),
 	})
 	if err != nil {
 		return configErr("%v", err)

@@ -42,6 +42,7 @@ type metrics struct {
 	keysetSlices  prometheus.Counter
 	firstSync     prometheus.Gauge
 	position      prometheus.Gauge
+	clockJumps    *prometheus.CounterVec
 
 	watermark atomic.Int64 // unix seconds of the verified watermark
 }
@@ -153,6 +154,11 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 	reg.MustRegister(m.apiCalls, m.apiDuration, m.throttled, m.sweepDuration, m.sweeps, m.sweepCalls, m.ordersScanned,
 		m.rescans, m.badEntries, m.events, m.published, m.publishErrors, m.lastSweepOK,
 		m.sweepGap, m.budgetLeft, m.lateArrival, m.clockProblems, m.rewinds, m.keysetSlices, m.firstSync, m.position)
+	m.clockJumps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orderwatch_clock_jumps_total",
+		Help: "Jumps of the service's clock and what was decided: direction forward|backward; decision rejected (a Date header that jumped, distrusted), accepted (a Date that kept its new time for a minute: followed as the window's hint; the watermark stays bounded by the order stamps), rewound (changes stamped below the watermark confirmed a clock set back: the watermark was rewound).",
+	}, []string{"direction", "decision"})
+	reg.MustRegister(m.clockJumps)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(buildInfoCollector()) // buildinfo.go
 
@@ -291,4 +297,13 @@ func (m *metrics) observeProgress(p poller.Progress) {
 	if p.FirstSync >= 0 {
 		m.firstSync.Set(p.FirstSync)
 	}
+}
+
+// clockJump counts a jump of the service's clock and the decision about it.
+func (m *metrics) clockJump(jump time.Duration, decision string) {
+	dir := "forward"
+	if jump < 0 {
+		dir = "backward"
+	}
+	m.clockJumps.WithLabelValues(dir, decision).Inc()
 }
