@@ -212,8 +212,15 @@ func (s *sweep) holdBad(at time.Time, err error) {
 // and logs when the order enters the quarantine.
 func (s *sweep) quarantine(b plenty.EntryError, id int64) {
 	now := s.p.cfg.Now()
+	stamp, updatedAt := rawUpdatedAt(b.Raw)
+	if !stamp.IsZero() {
+		// The service served this stamp: evidence of its clock like any
+		// other (poller/clock.go), or a quiet shop's watermark would wait
+		// before the quarantined entry.
+		s.p.ev.observe(stamp, now)
+	}
 	q := &state.Quarantined{
-		Reason: b.Err.Error(), Excerpt: excerpt(b.Raw), UpdatedAt: rawUpdatedAt(b.Raw),
+		Reason: b.Err.Error(), Excerpt: excerpt(b.Raw), UpdatedAt: updatedAt,
 		FirstSeen: now, LastSeen: now, Attempts: 1,
 	}
 	s.pending.Quarantine = append(s.pending.Quarantine, state.QuarantineOp{OrderID: id, Entry: q})
@@ -266,16 +273,16 @@ func excerpt(raw []byte) string {
 	return strings.ToValidUTF8(s, "?")
 }
 
-// rawUpdatedAt is the updatedAt of an undecodable entry as RFC 3339, ""
-// when it cannot be read either.
-func rawUpdatedAt(raw []byte) string {
+// rawUpdatedAt is the updatedAt of an undecodable entry, and as RFC 3339;
+// zero and "" when it cannot be read either.
+func rawUpdatedAt(raw []byte) (time.Time, string) {
 	var probe struct {
 		UpdatedAt plenty.Time `json:"updatedAt"`
 	}
-	if json.Unmarshal(raw, &probe) != nil {
-		return ""
+	if json.Unmarshal(raw, &probe) != nil || probe.UpdatedAt.IsZero() {
+		return time.Time{}, ""
 	}
-	return probe.UpdatedAt.String()
+	return probe.UpdatedAt.Time, probe.UpdatedAt.String()
 }
 
 // sortByLastSeen orders quarantined orders for a retry: the one read
