@@ -32,6 +32,32 @@ import (
 // The default run is short; -fault-long runs every scenario longer.
 var faultLong = flag.Bool("fault-long", false, "run the fault scenarios at full length")
 
+// faultsAll runs every fault scenario (make faults sets it, and
+// -fault-long implies it). Without it `go test` runs the quick ones only
+// (quickFaults): the suite has grown past what the default test run can
+// spend (about 25 minutes for all short variants on two cores).
+var faultsAll = flag.Bool("faults", false, "run every fault scenario (short variants unless -fault-long)")
+
+// quickFaults are the scenarios the default `go test` runs: the core of
+// the delivery guarantee under kill -9, an outage, a second instance and
+// SIGTERM, a few seconds to a minute each.
+var quickFaults = map[string]bool{
+	"TestFaultKill9":            true,
+	"TestFaultNATSOutage":       true,
+	"TestFaultSecondInstance":   true,
+	"TestFaultSIGTERMUnderLoad": true,
+}
+
+// skipSlowFault skips a fault scenario that is not quick unless -faults
+// or -fault-long asks for every one (newFaultEnv calls it).
+func skipSlowFault(t *testing.T) {
+	t.Helper()
+	name, _, _ := strings.Cut(t.Name(), "/")
+	if strings.HasPrefix(name, "TestFault") && !quickFaults[name] && !*faultsAll && !*faultLong {
+		t.Skip("a fault scenario of `make faults` (go test -run TestFault ./cmd/watcher -args -faults)")
+	}
+}
+
 // faultEnv is one scenario's world.
 type faultEnv struct {
 	t       *testing.T
@@ -53,6 +79,7 @@ type faultEnv struct {
 
 func newFaultEnv(t *testing.T, simCfg plentysim.Config, env ...string) *faultEnv {
 	t.Helper()
+	skipSlowFault(t)
 	if simCfg.Seed == 0 {
 		simCfg.Seed = 77
 	}
