@@ -173,6 +173,11 @@ type Stats struct {
 	GapReason   string
 	BudgetLeft  float64
 	BudgetKnown bool
+	// Timings are the interval, settle and overlap in force after the
+	// sweep and where they come from (filled in by Run); Probe says the
+	// sweep read OverlapCeiling back (see Timings).
+	Timings InForce
+	Probe   bool
 }
 
 // EventCount is the number of events of all types.

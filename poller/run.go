@@ -9,7 +9,11 @@ import (
 
 // RunConfig paces the sweeps of Run.
 type RunConfig struct {
-	Interval time.Duration // between the starts of two sweeps [30s]
+	// Interval between the starts of two sweeps, explicit: the gap is never
+	// shorter. 0 derives it from the call budget and the measured cost of
+	// a sweep (Budget.Pace: 2.08 s for a one-call sweep at 0.25 of
+	// 166,000 calls a day).
+	Interval time.Duration
 	// CallShare is the share of the service's long-period (daily) quota the
 	// sweeps may use in the long run, 0 < share <= 1 [0.25]: see Budget.
 	CallShare float64
@@ -21,15 +25,16 @@ type RunConfig struct {
 	OnSweep func(Stats, error)
 	// Budget is the call budget; default NewBudget(CallShare).
 	Budget *Budget
+	// Timings sets the settle and overlap of every sweep (the Config's
+	// values are replaced before each one) from the measured late
+	// arrivals; nil: the Config's values stay.
+	Timings *Timings
 }
 
 // Run sweeps until ctx is done: one sweep, then a wait of the interval
 // (stretched when the call budget runs low), and so on. A failed sweep is
 // reported and retried after the interval; it never ends Run.
 func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
-	if rc.Interval <= 0 {
-		rc.Interval = 30 * time.Second
-	}
 	if rc.Budget == nil {
 		rc.Budget = NewBudget(rc.CallShare)
 	}
@@ -40,15 +45,29 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		return rc.Throttle()
 	}
 	for {
+		probe := false
+		if rc.Timings != nil {
+			// Sweeps run one at a time, in this goroutine: the sweep reads
+			// its settle and overlap from the config.
+			p.cfg.Settle, p.cfg.Overlap, probe = rc.Timings.Next(p.cfg.Now())
+		}
 		st, err := p.Sweep(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		now := p.cfg.Now()
-		rc.Budget.Spend(now, st.Calls, throttle())
-		gap, why := rc.Budget.Gap(now, rc.Interval, throttle())
+		th := throttle()
+		rc.Budget.Spend(now, st.Calls, th)
+		gap, why := rc.Budget.Gap(now, rc.Interval, th)
 		st.NextGap, st.GapReason = gap, why
-		st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, throttle())
+		st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, th)
+		st.Timings.Interval, st.Timings.IntervalSource = rc.Budget.Pace(rc.Interval)
+		st.Timings.Settle, st.Timings.Overlap, st.Probe = p.cfg.Settle, p.cfg.Overlap, probe
+		if rc.Timings != nil {
+			rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
+			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, probe)
+			st.Timings = rc.Timings.InForce()
+		}
 		if rc.OnSweep != nil {
 			rc.OnSweep(st, err)
 		}
