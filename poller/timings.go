@@ -37,6 +37,10 @@ const (
 	// publishes) a change that arrived later than the overlap: every one
 	// up to OverlapCeiling - probeEvery late is found.
 	probeEvery = 5 * time.Minute
+	// settleSamples: settle follows the lags once the day has this many.
+	// One slow commit widens the overlap (re-reading costs calls), not the
+	// settle (every change would wait for it).
+	settleSamples = 5
 )
 
 // TimingsConfig configures Timings.
@@ -71,7 +75,8 @@ type InForce struct {
 // Timings sizes settle and overlap from the late arrivals the sweeps
 // measure (Stats.LateArrivals): a late arrival of d under a settle of s
 // became visible at least s+d after its updatedAt (its lag). Settle
-// follows the 90th percentile of the lags, overlap twice their maximum,
+// follows the 90th percentile of the last day's lags (once there are five),
+// overlap twice their maximum,
 // each between its floor and ceiling. They widen at once and shrink
 // slowly (by a fifth every 10 minutes at most), and every 5 minutes one
 // sweep reads OverlapCeiling back, so that a change later than the overlap
@@ -262,8 +267,9 @@ func (t *Timings) Observe(now time.Time, late []time.Duration, settle, overlap t
 	}
 }
 
-// targets are the settle (the lags' 90th percentile) and overlap (twice
-// their maximum) the lags call for, in milliseconds, within the bounds.
+// targets are the settle (the lags' 90th percentile, once there are
+// settleSamples of them) and overlap (twice their maximum) the lags call
+// for, in milliseconds, within the bounds.
 func targets(lags []lagSample) (settle, overlap int64) {
 	if len(lags) == 0 {
 		return SettleFloor.Milliseconds(), OverlapFloor.Milliseconds()
@@ -273,6 +279,9 @@ func targets(lags []lagSample) (settle, overlap int64) {
 		ms[i] = s.Ms
 	}
 	slices.Sort(ms)
-	p90 := ms[int(math.Ceil(0.9*float64(len(ms))))-1]
-	return clampMs(p90, SettleFloor, SettleCeiling), clampMs(2*ms[len(ms)-1], OverlapFloor, OverlapCeiling)
+	settle = SettleFloor.Milliseconds()
+	if len(ms) >= settleSamples {
+		settle = clampMs(ms[int(math.Ceil(0.9*float64(len(ms))))-1], SettleFloor, SettleCeiling)
+	}
+	return settle, clampMs(2*ms[len(ms)-1], OverlapFloor, OverlapCeiling)
 }
