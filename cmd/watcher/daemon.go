@@ -32,6 +32,7 @@ type daemon struct {
 	poll    *poller.Poller
 	nc      *nats.Conn
 	pub     *publisher.Publisher
+	timings *poller.Timings // settle and overlap in force (derived or explicit)
 	metrics *metrics
 	reg     *prometheus.Registry
 	ln      net.Listener
@@ -59,6 +60,12 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		return nil, stateOpenError(err)
 	}
 	d.gap.Store(int64(cfg.PollInterval))
+	if cfg.PollInterval <= 0 {
+		d.gap.Store(int64(poller.DefaultGap)) // derived: until the first sweep says
+	}
+	d.timings = poller.NewTimings(poller.TimingsConfig{
+		Settle: cfg.Settle, Overlap: cfg.Overlap, Records: d.store, Logger: log.With("component", "timings"),
+	})
 
 	var m *metrics
 	d.client, err = plenty.New(plenty.Config{
@@ -130,6 +137,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		},
 		blockedUntil: func() time.Time { t, _ := d.client.Pacer().Blocked(); return t },
 		startFrom:    cfg.StartFrom.Time(time.Now()),
+		timings:      d.timings.InForce,
 	})
 	d.metrics = m
 	if st, err := d.store.Stats(); err == nil && st.BaselineDone {
@@ -157,7 +165,8 @@ func (d *daemon) run(ctx context.Context) error {
 		}
 	}()
 	d.log.Info("orderwatch started", "version", version, "service", d.cfg.PlentyURL, "nats", publisher.RedactURL(d.cfg.NATSURL),
-		"stream", d.cfg.Stream, "state", d.cfg.StatePath, "http", d.ln.Addr().String(), "interval", d.cfg.PollInterval.String())
+		"stream", d.cfg.Stream, "state", d.cfg.StatePath, "http", d.ln.Addr().String(), "interval", durationOrDerived(d.cfg.PollInterval),
+		"settle", durationOrDerived(d.cfg.Settle), "overlap", durationOrDerived(d.cfg.Overlap))
 
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -167,7 +176,7 @@ func (d *daemon) run(ctx context.Context) error {
 		defer d.sweepAlive.Store(false)
 		_ = d.poll.Run(ctx, poller.RunConfig{
 			Interval: d.cfg.PollInterval, CallShare: d.cfg.CallShare,
-			Throttle: d.client.Throttle, OnSweep: d.onSweep,
+			Throttle: d.client.Throttle, OnSweep: d.onSweep, Timings: d.timings,
 		})
 	}()
 	go func() {
@@ -223,6 +232,9 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 	}
 	if !st.Held.IsZero() {
 		attrs = append(attrs, "held_at", st.Held.Format(time.RFC3339))
+	}
+	if st.Probe {
+		attrs = append(attrs, "probe", true) // read OverlapCeiling back (timings.go)
 	}
 	if len(st.LateArrivals) > 0 {
 		attrs = append(attrs, "late_arrivals", len(st.LateArrivals), "latest_late_s", slices.Max(st.LateArrivals).Seconds())

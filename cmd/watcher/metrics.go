@@ -53,6 +53,7 @@ type liveSources struct {
 	serverNow     func() time.Time
 	blockedUntil  func() time.Time // zero when no wait is pending
 	startFrom     time.Time        // where the first sweep begins (lag before the first watermark)
+	timings       func() poller.InForce
 }
 
 func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
@@ -136,6 +137,7 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 	reg.MustRegister(m.apiCalls, m.apiDuration, m.throttled, m.sweepDuration, m.sweeps, m.sweepCalls, m.ordersScanned,
 		m.rescans, m.badEntries, m.events, m.published, m.publishErrors, m.lastSweepOK,
 		m.sweepGap, m.budgetLeft, m.lateArrival, m.clockProblems, m.rewinds, m.keysetSlices, m.firstSync, m.position)
+	registerTimings(reg, live.timings) // timings.go
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(buildInfoCollector()) // buildinfo.go
 

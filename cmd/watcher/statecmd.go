@@ -17,6 +17,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/orderwatch/orderwatch/diff"
+	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -32,6 +33,9 @@ type stateReport struct {
 	OrdersTracked int       `json:"ordersTracked"`
 	OutboxDepth   int       `json:"outboxDepth"`
 	FirstSync     firstSync `json:"firstSync"`
+	// Timings in force and why (timings.go); for a stopped watcher, as
+	// last recorded.
+	Timings *timingsReport `json:"timings,omitempty"`
 }
 
 // firstSync is the progress of the first sweep (the baseline): the share of
@@ -118,6 +122,7 @@ func (d *daemon) serveStateReport(w http.ResponseWriter, _ *http.Request) {
 		// (the same figure as orderwatch_first_sync_progress_ratio).
 		rep.FirstSync.Progress = float64(pct) / 100
 	}
+	rep.Timings = newTimingsReport(d.timings.InForce())
 	writeJSON(w, rep)
 }
 
@@ -262,6 +267,7 @@ func localState(s *state.Store, cfg *Config, orderID int64) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		rep.Timings = newTimingsReport(poller.NewTimings(poller.TimingsConfig{Settle: cfg.Settle, Overlap: cfg.Overlap, Records: s}).InForce())
 		v = rep
 	} else {
 		rep, ok, err := lookupOrder(s, orderID)
@@ -318,4 +324,5 @@ func printStateReport(w io.Writer, rep stateReport, now time.Time) {
 	fmt.Fprintf(w, "last sweep     %s\n", ts(rep.LastSweep))
 	fmt.Fprintf(w, "orders         %d\n", rep.OrdersTracked)
 	fmt.Fprintf(w, "outbox depth   %d\n", rep.OutboxDepth)
+	printTimings(w, rep.Timings)
 }
