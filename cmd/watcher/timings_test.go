@@ -45,14 +45,14 @@ func TestTimingsVisible(t *testing.T) {
 		return metricValue(m, `orderwatch_sweeps_total{result="ok"}`) >= 2
 	})
 	for name, want := range map[string]float64{
-		"orderwatch_poll_interval_seconds": 2.082,
-		"orderwatch_settle_seconds":        2,
-		"orderwatch_overlap_seconds":       10,
-		`orderwatch_timing_source_info{source="budget",timing="interval"}`:  1,
-		`orderwatch_timing_source_info{source="default",timing="settle"}`:   1,
-		`orderwatch_timing_source_info{source="default",timing="overlap"}`:  1,
+		"orderwatch_poll_interval_seconds":                                   2.082,
+		"orderwatch_settle_seconds":                                          2,
+		"orderwatch_overlap_seconds":                                         10,
+		`orderwatch_timing_source_info{source="budget",timing="interval"}`:   1,
+		`orderwatch_timing_source_info{source="default",timing="settle"}`:    1,
+		`orderwatch_timing_source_info{source="default",timing="overlap"}`:   1,
 		`orderwatch_timing_source_info{source="explicit",timing="interval"}`: 0,
-		"orderwatch_late_arrivals_beyond_overlap_total":                     0,
+		"orderwatch_late_arrivals_beyond_overlap_total":                      0,
 	} {
 		if got := metricValue(m, name); got != want {
 			t.Errorf("%s = %v; want %v", name, got, want)
