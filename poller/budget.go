@@ -97,6 +97,16 @@ func (b *Budget) Spend(now time.Time, calls int, th plenty.Throttle) {
 	}
 }
 
+// Charge takes calls that are no sweep's (a probe's re-reading between
+// sweeps) from the bucket: they count against the share, not in the cost
+// that paces the sweeps.
+func (b *Budget) Charge(now time.Time, calls int, th plenty.Throttle) {
+	b.refill(now, th)
+	if b.limit > 0 {
+		b.level -= float64(calls)
+	}
+}
+
 // Remaining is the bucket's level (calls; negative while in debt), and
 // false when the service has not named its long-period limit.
 func (b *Budget) Remaining(now time.Time, th plenty.Throttle) (float64, bool) {

@@ -36,8 +36,8 @@ func simulateDay(interval time.Duration, share float64, first, cost int) dayResu
 }
 
 // simulateDays is simulateDay over days days (the service's quota resets
-// at midnight); every 5 minutes a sweep costs probeExtra more calls (a
-// probe reading 10 minutes back, see poller.Timings; 0: none). The result
+// at midnight); every 5 minutes a probe costs probeExtra more calls after
+// a sweep (charged apart, see poller.Timings and Run; 0: none). The result
 // is the last day's.
 func simulateDays(interval time.Duration, share float64, first, cost, probeExtra, days int) dayResult {
 	start := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
@@ -60,21 +60,23 @@ func simulateDays(interval time.Duration, share float64, first, cost, probeExtra
 		if i == 0 {
 			c = first
 		}
+		extra := 0 // a probe's slice, charged apart from the sweep's cost
 		if probeExtra > 0 && now.Sub(probed) >= 5*time.Minute {
-			c, probed = c+probeExtra, now
+			extra, probed = probeExtra, now
 		}
 		counted := !now.Before(last)
-		took := time.Duration(float64(c) / shortPace * float64(time.Second))
+		took := time.Duration(float64(c+extra) / shortPace * float64(time.Second))
 		if i == 0 {
 			r.firstSyncTook = took
 		}
 		b.Remaining(now, th(now)) // the sweep starts: the service's view before it
-		used += c
+		used += c + extra
 		if counted {
-			r.calls += c
+			r.calls += c + extra
 		}
 		done := now.Add(took)
 		b.Spend(done, c, th(done))
+		b.Charge(done, extra, th(done))
 		gap, why := b.Gap(done, interval, th(done))
 		next := now.Add(max(gap, took))
 		if d := next.Sub(now); d > r.maxGap && i > 0 && counted {

@@ -44,28 +44,64 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		}
 		return rc.Throttle()
 	}
+	// A probe in progress: the part of its window not read yet.
+	var probe struct {
+		on       bool
+		next, to time.Time
+	}
 	for {
-		probe := false
 		if rc.Timings != nil {
 			// Sweeps run one at a time, in this goroutine: the sweep reads
 			// its settle and overlap from the config.
-			p.cfg.Settle, p.cfg.Overlap, probe = rc.Timings.Next(p.cfg.Now())
+			p.cfg.Settle, p.cfg.Overlap = rc.Timings.Next()
 		}
 		st, err := p.Sweep(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		now := p.cfg.Now()
+		rc.Budget.Spend(now, st.Calls, throttle())
+		if rc.Timings != nil {
+			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
+			if err == nil && !probe.on && !st.Watermark.IsZero() && rc.Timings.ProbeDue(now) {
+				probe.on, probe.next, probe.to = true, st.Watermark.Add(-OverlapCeiling), st.Watermark.Add(-p.cfg.Overlap)
+			}
+			if probe.on {
+				// One slice of the probe after each sweep: a change waits
+				// behind at most one slice of old pages.
+				rs, next, rerr := p.Recheck(ctx, probe.next, probe.to, 1)
+				if ctx.Err() != nil {
+					return nil
+				}
+				now = p.cfg.Now()
+				rc.Budget.Charge(now, rs.Calls, throttle())
+				probe.next = next
+				done := rerr != nil || !next.Before(probe.to)
+				rc.Timings.Observe(now, rs.LateArrivals, p.cfg.Settle, p.cfg.Overlap, done)
+				probe.on = !done
+				st.Probe = true
+				st.Calls += rs.Calls
+				st.Pages += rs.Pages
+				st.Orders += rs.Orders
+				st.Rescans += rs.Rescans
+				st.BadEntries += rs.BadEntries
+				st.LateArrivals = append(st.LateArrivals, rs.LateArrivals...)
+				for typ, n := range rs.Events {
+					st.Events[typ] += n
+				}
+				if rerr != nil {
+					p.log.Warn("a probe of the window below the overlap ended early; the next one reads it again", "from", probe.next.Format(time.RFC3339), "err", rerr)
+				}
+			}
+		}
 		th := throttle()
-		rc.Budget.Spend(now, st.Calls, th)
 		gap, why := rc.Budget.Gap(now, rc.Interval, th)
 		st.NextGap, st.GapReason = gap, why
 		st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, th)
 		st.Timings.Interval, st.Timings.IntervalSource = rc.Budget.Pace(rc.Interval)
-		st.Timings.Settle, st.Timings.Overlap, st.Probe = p.cfg.Settle, p.cfg.Overlap, probe
+		st.Timings.Settle, st.Timings.Overlap = p.cfg.Settle, p.cfg.Overlap
 		if rc.Timings != nil {
 			rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
-			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, probe)
 			st.Timings = rc.Timings.InForce()
 		}
 		if rc.OnSweep != nil {

@@ -32,10 +32,11 @@ const (
 	// often (widening is at once).
 	shrinkEvery = 10 * time.Minute
 	shrinkTo    = 0.8
-	// probeEvery: a sweep this often reads OverlapCeiling back from the
-	// watermark whatever the overlap in force, and so finds (and
-	// publishes) a change that arrived later than the overlap: every one
-	// up to OverlapCeiling - probeEvery late is found.
+	// probeEvery: this often the window from OverlapCeiling back to the
+	// overlap in force below the watermark is read again (a probe, one
+	// slice after each sweep: the newest window first), and so a change
+	// that arrived later than the overlap is found (and published): every
+	// one up to OverlapCeiling - probeEvery late.
 	probeEvery = 5 * time.Minute
 	// settleSamples: settle follows the lags once the day has this many.
 	// One slow commit widens the overlap (re-reading costs calls), not the
@@ -78,11 +79,12 @@ type InForce struct {
 // follows the 90th percentile of the last day's lags (once there are five),
 // overlap twice their maximum,
 // each between its floor and ceiling. They widen at once and shrink
-// slowly (by a fifth every 10 minutes at most), and every 5 minutes one
-// sweep reads OverlapCeiling back, so that a change later than the overlap
-// in force is still found, counted, and widens the overlap. Nothing known
-// (no record, an unreadable one): both at their floor, and the first sweep
-// probes. Timings is safe for concurrent use.
+// slowly (by a fifth every 10 minutes at most), and every 5 minutes a
+// probe reads OverlapCeiling back from the watermark, a slice after each
+// sweep, so that a change later than the overlap in force is still found,
+// counted, and widens the overlap. Nothing known (no record, an
+// unreadable one): both at their floor, and a probe starts after the
+// first sweep. Timings is safe for concurrent use.
 type Timings struct {
 	cfg TimingsConfig
 	log *slog.Logger
@@ -127,7 +129,7 @@ func NewTimings(cfg TimingsConfig) *Timings {
 		found, err := cfg.Records.LoadRecord(TimingsRecord, &r)
 		switch {
 		case err != nil:
-			t.log.Warn("the record of measured late arrivals is unreadable: settle and overlap start from their floor, the first sweep reads 10 minutes back", "record", TimingsRecord, "err", err)
+			t.log.Warn("the record of measured late arrivals is unreadable: settle and overlap start from their floor, a probe reads 10 minutes back after the first sweep", "record", TimingsRecord, "err", err)
 		case found && r.Version == timingsVersion:
 			t.rec = r
 		}
@@ -172,17 +174,20 @@ func (t *Timings) InForce() InForce {
 	return t.in
 }
 
-// Next returns the settle and overlap of the next sweep; probe says that
-// it reads OverlapCeiling back (the overlap is derived and the last probe
-// is probeEvery ago, or none was made).
-func (t *Timings) Next(now time.Time) (settle, overlap time.Duration, probe bool) {
+// Next returns the settle and overlap of the next sweep.
+func (t *Timings) Next() (settle, overlap time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	settle, overlap = t.in.Settle, t.in.Overlap
-	if t.cfg.Overlap <= 0 && overlap < OverlapCeiling && (t.rec.Probe.IsZero() || now.Sub(t.rec.Probe) >= probeEvery || now.Before(t.rec.Probe)) {
-		return settle, OverlapCeiling, true
-	}
-	return settle, overlap, false
+	return t.in.Settle, t.in.Overlap
+}
+
+// ProbeDue says whether the window OverlapCeiling back from the watermark
+// is to be read again (the overlap is derived and the last probe is
+// probeEvery ago, or none was made).
+func (t *Timings) ProbeDue(now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cfg.Overlap <= 0 && t.in.Overlap < OverlapCeiling && (t.rec.Probe.IsZero() || now.Sub(t.rec.Probe) >= probeEvery || now.Before(t.rec.Probe))
 }
 
 // SetInterval records the pace in force (Budget.Pace) for the reports.
@@ -195,10 +200,10 @@ func (t *Timings) SetInterval(d time.Duration, source string) {
 	t.rec.IntervalMs, t.rec.IntervalSource = d.Milliseconds(), source
 }
 
-// Observe takes a sweep's late arrivals: late are how far below the
-// watermark each was, under the settle and overlap the sweep ran with;
-// probe says the sweep was a probe (done, even when it failed: a probe
-// that fails every time must not make every sweep a probe). It widens
+// Observe takes a sweep's or a probe's late arrivals: late are how far
+// below the watermark each was, under the settle and overlap in force;
+// probe says a probe ended (even when it failed: one that fails every
+// time must not run all the time). It widens
 // settle and overlap at once, shrinks them step by step, and saves the
 // record when anything changed.
 func (t *Timings) Observe(now time.Time, late []time.Duration, settle, overlap time.Duration, probe bool) {

@@ -33,15 +33,15 @@ func TestTimingsFromLateArrivals(t *testing.T) {
 	if in.Settle != poller.SettleFloor || in.Overlap != poller.OverlapFloor || in.SettleSource != poller.SourceDefault || in.OverlapSource != poller.SourceDefault {
 		t.Fatalf("nothing known: %+v; want the floors (default)", in)
 	}
-	if _, ov, probe := tm.Next(now); !probe || ov != poller.OverlapCeiling {
-		t.Fatalf("first sweep: overlap %v probe %v; want a probe reading %v back", ov, probe, poller.OverlapCeiling)
+	if !tm.ProbeDue(now) {
+		t.Fatal("nothing known: no probe due")
 	}
-	tm.Observe(now, nil, poller.SettleFloor, poller.OverlapCeiling, true)
-	if _, ov, probe := tm.Next(now.Add(time.Minute)); probe || ov != poller.OverlapFloor {
-		t.Fatalf("a minute after a probe: overlap %v probe %v; want the floor, no probe", ov, probe)
+	tm.Observe(now, nil, poller.SettleFloor, poller.OverlapFloor, true)
+	if _, ov := tm.Next(); tm.ProbeDue(now.Add(time.Minute)) || ov != poller.OverlapFloor {
+		t.Fatalf("a minute after a probe: overlap %v probe due %v; want the floor, no probe", ov, tm.ProbeDue(now.Add(time.Minute)))
 	}
-	if _, _, probe := tm.Next(now.Add(5 * time.Minute)); !probe {
-		t.Fatal("5 minutes after a probe: no probe")
+	if !tm.ProbeDue(now.Add(5 * time.Minute)) {
+		t.Fatal("5 minutes after a probe: no probe due")
 	}
 
 	// One commit visible 8 s late under a 2 s settle (lag 10 s) widens
@@ -88,7 +88,7 @@ func TestTimingsFromLateArrivals(t *testing.T) {
 
 	// A probe finds a change 3 minutes late (beyond the overlap in force):
 	// counted, and the overlap widens at once; a restart keeps it.
-	tm.Observe(now, []time.Duration{3 * time.Minute}, in.Settle, poller.OverlapCeiling, true)
+	tm.Observe(now, []time.Duration{3 * time.Minute}, in.Settle, in.Overlap, true)
 	in = tm.InForce()
 	if in.BeyondOverlap != 1 || in.Overlap != 2*(3*time.Minute+poller.SettleFloor) || in.Settle != poller.SettleFloor {
 		t.Fatalf("after a change 3 min late: %+v; want 1 beyond the overlap, overlap 6m4s, settle kept", in)
@@ -113,7 +113,8 @@ func TestTimingsExplicitPinned(t *testing.T) {
 	}
 	tm := poller.NewTimings(poller.TimingsConfig{Settle: 7 * time.Second, Overlap: 45 * time.Second, Records: store})
 	tm.Observe(t0, []time.Duration{40 * time.Second}, 7*time.Second, 45*time.Second, false)
-	settle, overlap, probe := tm.Next(t0.Add(time.Hour))
+	settle, overlap := tm.Next()
+	probe := tm.ProbeDue(t0.Add(time.Hour))
 	in := tm.InForce()
 	if settle != 7*time.Second || overlap != 45*time.Second || probe || in.SettleSource != poller.SourceExplicit || in.OverlapSource != poller.SourceExplicit {
 		t.Fatalf("explicit 7s/45s: next %v/%v probe %v, in force %+v", settle, overlap, probe, in)
@@ -127,8 +128,9 @@ func TestTimingsExplicitPinned(t *testing.T) {
 // TestRunFindsLateArrivalBeyondOverlap runs the real sweep loop on a fake
 // clock: the derived interval follows the budget (2.08 s at 0.25 of
 // 166,000 a day), an order whose change becomes visible 2 minutes late
-// (beyond the 10 s overlap in force) is found by the next probe, published,
-// counted, and widens the overlap at once.
+// (beyond the 10 s overlap in force) is found by the next probe (a slice
+// after a sweep, the watermark untouched), published, counted, and widens
+// the overlap at once.
 func TestRunFindsLateArrivalBeyondOverlap(t *testing.T) {
 	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{})
 	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
@@ -143,6 +145,9 @@ func TestRunFindsLateArrivalBeyondOverlap(t *testing.T) {
 		OnSweep: func(st poller.Stats, err error) {
 			if err != nil {
 				t.Errorf("sweep: %v", err)
+			}
+			if n := len(sweeps); n > 0 && st.Watermark.Before(sweeps[n-1].Watermark) {
+				t.Errorf("the watermark went back from %v to %v (probe %v)", sweeps[n-1].Watermark, st.Watermark, st.Probe)
 			}
 			sweeps = append(sweeps, st)
 			if !injected && len(sweeps) == 10 {

@@ -1,0 +1,39 @@
+package poller
+
+import (
+	"context"
+	"time"
+
+	"github.com/orderwatch/orderwatch/diff"
+)
+
+// Recheck reads [from, to] again, a window below the watermark, for
+// changes that became visible after the sweeps had passed them (late
+// arrivals beyond the overlap): what it finds is diffed and committed like
+// a sweep's, and the watermark does not move. It stops after the slice
+// that brings its calls to maxCalls (0: no limit) and returns where the
+// rest of the window begins (to when it read it all, or when an error
+// ended it: a probe is not retried before the next). Its late arrivals
+// are measured against the watermark. A Recheck runs between sweeps,
+// never during one.
+func (p *Poller) Recheck(ctx context.Context, from, to time.Time, maxCalls int) (st Stats, next time.Time, err error) {
+	st = Stats{Start: p.cfg.Now(), Events: map[diff.Type]int{}, Lo: from, Hi: to}
+	defer func() { st.Duration = p.cfg.Now().Sub(st.Start) }()
+	meta, err := p.store.Meta()
+	if err != nil {
+		return st, from, err
+	}
+	st.Watermark = meta.Watermark
+	if !meta.BaselineDone || !from.Before(to) || to.After(meta.Watermark) {
+		return st, to, nil // nothing to recheck (yet)
+	}
+	// held: no slice moves the watermark. Position, window and first-sync
+	// share stay out of the progress reports (lo, hi and pos unset).
+	sw := &sweep{p: p, st: &st, stop: ctx, held: true, maxCalls: maxCalls,
+		baseline: meta.Baseline, baselineDone: true, startMark: meta.Watermark}
+	err = sw.run(ctx, from, to)
+	if !sw.stopped.IsZero() {
+		return st, sw.stopped, err
+	}
+	return st, to, err
+}
