@@ -16,7 +16,12 @@ import (
 // ended it: a probe is not retried before the next). Its late arrivals
 // are measured against the watermark. A Recheck runs between sweeps,
 // never during one.
-func (p *Poller) Recheck(ctx context.Context, from, to time.Time, maxCalls int) (st Stats, next time.Time, err error) {
+//
+// Its slices are one page each (the calls between two sweeps stay few),
+// and width carries the span of the last slice from one Recheck to the
+// next (0: the whole window first), so that a probe spread over many
+// sweeps does not pay for a call on the whole rest of the window in each.
+func (p *Poller) Recheck(ctx context.Context, from, to time.Time, maxCalls int, width *time.Duration) (st Stats, next time.Time, err error) {
 	st = Stats{Start: p.cfg.Now(), Events: map[diff.Type]int{}, Lo: from, Hi: to}
 	defer func() { st.Duration = p.cfg.Now().Sub(st.Start) }()
 	meta, err := p.store.Meta()
@@ -31,6 +36,13 @@ func (p *Poller) Recheck(ctx context.Context, from, to time.Time, maxCalls int) 
 	// share stay out of the progress reports (lo, hi and pos unset).
 	sw := &sweep{p: p, st: &st, stop: ctx, held: true, maxCalls: maxCalls,
 		baseline: meta.Baseline, baselineDone: true, startMark: meta.Watermark}
+	if width != nil {
+		sw.width = *width
+		defer func() { *width = sw.width }()
+	}
+	pages := p.cfg.SlicePages
+	p.cfg.SlicePages = 1 // Recheck runs between sweeps, in their goroutine
+	defer func() { p.cfg.SlicePages = pages }()
 	err = sw.run(ctx, from, to)
 	if !sw.stopped.IsZero() {
 		return st, sw.stopped, err

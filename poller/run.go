@@ -48,6 +48,7 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 	var probe struct {
 		on       bool
 		next, to time.Time
+		width    time.Duration // of its last slice
 	}
 	for {
 		if rc.Timings != nil {
@@ -64,12 +65,12 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		if rc.Timings != nil {
 			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
 			if err == nil && !probe.on && !st.Watermark.IsZero() && rc.Timings.ProbeDue(now) {
-				probe.on, probe.next, probe.to = true, st.Watermark.Add(-OverlapCeiling), st.Watermark.Add(-p.cfg.Overlap)
+				probe.on, probe.next, probe.to, probe.width = true, st.Watermark.Add(-OverlapCeiling), st.Watermark.Add(-p.cfg.Overlap), 0
 			}
 			if probe.on {
 				// One slice of the probe after each sweep: a change waits
 				// behind at most one slice of old pages.
-				rs, next, rerr := p.Recheck(ctx, probe.next, probe.to, 1)
+				rs, next, rerr := p.Recheck(ctx, probe.next, probe.to, 1, &probe.width)
 				if ctx.Err() != nil {
 					return nil
 				}
