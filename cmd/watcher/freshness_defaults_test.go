@@ -37,7 +37,7 @@ func TestFreshnessDefaults(t *testing.T) {
 	if !*freshness {
 		t.Skip("set -freshness to measure (minutes)")
 	}
-	const rate = 2.0 // our changes a second, each a distinct order
+	const rate = 2.0                                // our changes a second, each a distinct order
 	measure := scale(60*time.Second, 6*time.Minute) // long: a probe (every 5 min) falls inside
 	for _, tc := range []struct {
 		name   string
