@@ -38,7 +38,14 @@ func (p *Poller) Recheck(ctx context.Context, from, to time.Time, maxCalls int, 
 		baseline: meta.Baseline, baselineDone: true, startMark: meta.Watermark}
 	if width != nil {
 		sw.width = *width
-		defer func() { *width = sw.width }()
+		defer func() {
+			*width = sw.width
+			if st.Calls > 1 {
+				// The slice was cut: the next one a little narrower, so
+				// that it takes one call.
+				*width = max(sw.width*3/4, time.Second)
+			}
+		}()
 	}
 	pages := p.cfg.SlicePages
 	p.cfg.SlicePages = 1 // Recheck runs between sweeps, in their goroutine

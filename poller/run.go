@@ -49,6 +49,7 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		on       bool
 		next, to time.Time
 		width    time.Duration // of its last slice
+		started  time.Time
 	}
 	for {
 		if rc.Timings != nil {
@@ -65,9 +66,13 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		if rc.Timings != nil {
 			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
 			if err == nil && !probe.on && !st.Watermark.IsZero() && rc.Timings.ProbeDue(now) {
-				probe.on, probe.next, probe.to, probe.width = true, st.Watermark.Add(-OverlapCeiling), st.Watermark.Add(-p.cfg.Overlap), 0
+				probe.on, probe.next, probe.to, probe.width, probe.started = true, st.Watermark.Add(-OverlapCeiling), st.Watermark.Add(-p.cfg.Overlap), 0, now
 			}
-			if probe.on {
+			// Where the short period leaves no room for a call besides the
+			// sweeps', a probe slice would delay the next sweep: it waits
+			// (for at most probeEvery).
+			pace, _ := rc.Budget.Pace(rc.Interval)
+			if probe.on && (slack(throttle(), pace) || now.Sub(probe.started) >= probeEvery) {
 				// One slice of the probe after each sweep: a change waits
 				// behind at most one slice of old pages.
 				rs, next, rerr := p.Recheck(ctx, probe.next, probe.to, 1, &probe.width)
@@ -115,4 +120,23 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			}
 		}
 	}
+}
+
+// pacerReserve is the calls of a short period the client's pacer never
+// spends (plenty.PacerConfig.Reserve's default).
+const pacerReserve = 5
+
+// slack says whether the short and the route period leave room for one
+// more call before they reset, besides a one-call sweep every pace and the
+// pacer's reserve. Unknown periods leave room.
+func slack(th plenty.Throttle, pace time.Duration) bool {
+	for _, per := range []plenty.Period{th.Short, th.Route} {
+		if !per.Present || per.Limit == 0 || per.CallsLeft < 0 || per.Decay <= 0 || pace <= 0 {
+			continue
+		}
+		if per.CallsLeft < int(per.Decay/pace)+2+pacerReserve {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,9 @@ func TestFreshnessDefaults(t *testing.T) {
 			if testing.Verbose() {
 				f.mu.Lock()
 				t.Logf("watcher warnings and errors:\n%s", tail(grepLevel(f.logs.String()), 3000))
+				if os.Getenv("FRESHNESS_SWEEPS") != "" {
+					t.Logf("sweeps:\n%s", f.logs.String())
+				}
 				f.mu.Unlock()
 			}
 			f.quiesce()

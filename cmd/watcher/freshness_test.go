@@ -87,6 +87,9 @@ func measureLatency(t *testing.T, f *faultEnv, pool []plentysim.Order, rate floa
 		// mutator may change the same order to other statuses).
 		if at, ok := changed[ev.Data.OrderID]; ok && ev.Data.After.StatusID.String() == target[ev.Data.OrderID] && msg.Time.After(at) {
 			got = append(got, msg.Time.Sub(at))
+			if lat := msg.Time.Sub(at); os.Getenv("FRESHNESS_SLOW") != "" && lat > 6*time.Second {
+				t.Logf("slow: order %d changed %s, event %s (%v)", ev.Data.OrderID, at.Format("15:04:05.000"), msg.Time.Format("15:04:05.000"), lat.Round(10*time.Millisecond))
+			}
 			delete(changed, ev.Data.OrderID)
 		}
 	}

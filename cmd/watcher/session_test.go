@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,7 +71,7 @@ func (e *sessionEnv) state(t *testing.T, args ...string) (int, string, string) {
 }
 
 // startDaemon runs `watcher run` in this process until the test ends.
-func (e *sessionEnv) startDaemon(t *testing.T) {
+func (e *sessionEnv) startDaemon(t *testing.T) (stop func()) {
 	t.Helper()
 	cfg, err := LoadConfig()
 	if err != nil {
@@ -83,12 +84,17 @@ func (e *sessionEnv) startDaemon(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("daemon: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // TestCheckSessionReuse: `watcher check` keeps the session it opens in the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -18,26 +17,7 @@ import (
 // from the state file's record.
 func TestTimingsVisible(t *testing.T) {
 	e := newSessionEnv(t)
-	cfg, err := LoadConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := newDaemon(cfg, newLogger(io.Discard, "json", "error"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.run(ctx) }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	defer stop()
+	stop := e.startDaemon(t)
 	base := "http://" + e.httpAddr
 	var m string
 	waitFor(t, "two sweeps", 60*time.Second, func() bool {
