@@ -63,7 +63,9 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		}
 		now := p.cfg.Now()
 		rc.Budget.Spend(now, st.Calls, throttle())
+		st.Timings.Interval, st.Timings.IntervalSource = rc.Budget.Pace(rc.Interval)
 		if rc.Timings != nil {
+			rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
 			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
 			if err == nil && !probe.on && !st.Watermark.IsZero() && rc.Timings.ProbeDue(now) {
 				probe.on, probe.next, probe.to, probe.width, probe.started = true, st.Watermark.Add(-OverlapCeiling), st.Watermark.Add(-p.cfg.Overlap), 0, now
@@ -104,10 +106,8 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		gap, why := rc.Budget.Gap(now, rc.Interval, th)
 		st.NextGap, st.GapReason = gap, why
 		st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, th)
-		st.Timings.Interval, st.Timings.IntervalSource = rc.Budget.Pace(rc.Interval)
 		st.Timings.Settle, st.Timings.Overlap = p.cfg.Settle, p.cfg.Overlap
 		if rc.Timings != nil {
-			rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
 			st.Timings = rc.Timings.InForce()
 		}
 		if rc.OnSweep != nil {

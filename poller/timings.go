@@ -89,9 +89,10 @@ type Timings struct {
 	cfg TimingsConfig
 	log *slog.Logger
 
-	mu  sync.Mutex
-	rec timingsRecord
-	in  InForce
+	mu      sync.Mutex
+	rec     timingsRecord
+	in      InForce
+	unsaved bool // the record changed since it was saved
 }
 
 // timingsRecord is the record's JSON shape.
@@ -196,7 +197,9 @@ func (t *Timings) SetInterval(d time.Duration, source string) {
 	defer t.mu.Unlock()
 	t.in.Interval, t.in.IntervalSource = d, source
 	// Kept in the record for a stopped watcher's report; written with the
-	// next change of settle or overlap, not for every sweep.
+	// next Observe when its source changed, else with the next change of
+	// settle or overlap (not for every sweep).
+	t.unsaved = t.unsaved || source != t.rec.IntervalSource
 	t.rec.IntervalMs, t.rec.IntervalSource = d.Milliseconds(), source
 }
 
@@ -265,8 +268,10 @@ func (t *Timings) Observe(now time.Time, late []time.Duration, settle, overlap t
 			"pinned_settle", t.cfg.Settle > 0, "pinned_overlap", t.cfg.Overlap > 0)
 	}
 	t.apply()
-	if dirty && t.cfg.Records != nil {
+	if (dirty || t.unsaved) && t.cfg.Records != nil {
+		t.unsaved = false
 		if err := t.cfg.Records.SaveRecord(TimingsRecord, t.rec); err != nil {
+			t.unsaved = true
 			t.log.Warn("saving the measured late arrivals failed; they are kept in memory", "err", err)
 		}
 	}
