@@ -109,6 +109,16 @@ func (b *Budget) Spend(now time.Time, calls int, th plenty.Throttle) {
 	}
 }
 
+// Charge takes calls that are no sweep's (a probe's re-reading between
+// sweeps) from the bucket: they count against the share, not in the cost
+// that paces the sweeps.
+func (b *Budget) Charge(now time.Time, calls int, th plenty.Throttle) {
+	b.refill(now, th)
+	if b.limit > 0 {
+		b.level -= float64(calls)
+	}
+}
+
 // Remaining is the bucket's level (calls; negative while in debt) as the
 // service's calls left bound it, and false when the service has not named
 // its long-period limit.
@@ -129,12 +139,52 @@ func (b *Budget) cost() float64 {
 	return float64(max(c[len(c)/2], 1))
 }
 
+// Pace of the sweeps when no interval is set (RunConfig.Interval 0).
+const (
+	// MinGap: never more than one sweep a second, whatever the budget.
+	MinGap = time.Second
+	// DefaultGap is the pace before the service has named its daily limit
+	// (and for a service that never does): one call every 5 s is 17,280 a
+	// day, within a quarter of the smallest daily quota we know.
+	DefaultGap = 5 * time.Second
+)
+
+// Where the pace of the sweeps comes from (also settle and overlap, see
+// Timings).
+const (
+	SourceExplicit = "explicit"      // a configured value (WATCHER_POLL_INTERVAL, _SETTLE, _OVERLAP)
+	SourceBudget   = "budget"        // the call budget and the measured cost of a sweep
+	SourceDefault  = "default"       // nothing measured yet
+	SourceLate     = "late_arrivals" // the measured late arrivals
+)
+
+// Pace is the interval in force and where it comes from: an explicit
+// interval (> 0) as it is; without one, the median sweep's calls at the
+// budget's refill rate (share x daily limit / 86400: 2.08 s for a one-call
+// sweep at 0.25 x 166,000), at least MinGap, rounded up to the millisecond
+// so that a day of sweeps stays within the share; DefaultGap while the
+// service has not named its daily limit.
+func (b *Budget) Pace(interval time.Duration) (time.Duration, string) {
+	if interval > 0 {
+		return interval, SourceExplicit
+	}
+	if b.limit == 0 {
+		return DefaultGap, SourceDefault
+	}
+	ms := math.Ceil(b.cost() / b.rate() * 1000)
+	return max(time.Duration(ms)*time.Millisecond, MinGap), SourceBudget
+}
+
 // Gap returns the time from the start of the sweep just done to the start
-// of the next, and why it is longer than interval ("" when it is not).
+// of the next, and why it is longer than the pace ("" when it is not). The
+// pace is Pace(interval): an explicit interval is the floor, and without
+// one the sweeps spend the refill and no more, so the bucket stays full
+// for the bursts (a first sync, a catch-up) in the long run.
 func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) (time.Duration, string) {
 	b.refill(now, th)
+	pace, _ := b.Pace(interval)
 	if b.limit == 0 {
-		return interval, ""
+		return pace, ""
 	}
 	r := b.rate()
 	long := th.Long
@@ -154,7 +204,7 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 	if rl == 0 {
 		// Nothing left to share: the pacer keeps its reserve until the
 		// period resets; sweep again when it has.
-		return max(interval, untilReset), fmt.Sprintf("the service reports %d calls left of the daily quota until it resets in %s", long.CallsLeft, long.Decay.Round(time.Second))
+		return max(pace, untilReset), fmt.Sprintf("the service reports %d calls left of the daily quota until it resets in %s", long.CallsLeft, long.Decay.Round(time.Second))
 	}
 	c := b.capacity()
 	level := b.avail(th)
@@ -171,19 +221,32 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 		why = fmt.Sprintf("call budget in debt by %.0f calls: sweeps spaced to pay it back", math.Ceil(-level))
 	}
 	byLeft := false
+	if interval <= 0 {
+		// Derived pace: the refill while the bucket is at least 80% full,
+		// less as it runs lower (0.56 of it at empty, budgetFloor deep in
+		// debt), so that what the median does not count (a probe, a retry,
+		// an expensive sweep) is paid back and the long run stays within
+		// the share.
+		if v := r * max(budgetFloor, min(1, (level+c)/(1.8*c))); v < allowed {
+			allowed = v
+			if level >= 0 {
+				why = fmt.Sprintf("call budget below full: %.0f of %.0f calls left, sweeps spaced to refill it", level, c)
+			}
+		}
+	}
 	if rl > 0 && rl < allowed {
 		allowed, byLeft = rl, true
 		why = fmt.Sprintf("the service reports %d calls left of the daily quota for %s: our share of them paces the sweeps", long.CallsLeft, long.Decay.Round(time.Second))
 	}
 	if math.IsInf(allowed, 1) {
-		return interval, ""
+		return pace, ""
 	}
 	gap := time.Duration(b.cost() / allowed * float64(time.Second))
 	if byLeft {
 		gap = min(gap, untilReset)
 	}
-	if gap <= interval {
-		return interval, ""
+	if gap <= pace {
+		return pace, ""
 	}
 	return gap, why
 }

@@ -32,42 +32,67 @@ type dayResult struct {
 // calls, every later one cost calls; a sweep takes its calls at the short
 // period's pace.
 func simulateDay(interval time.Duration, share float64, first, cost int) dayResult {
+	return simulateDays(interval, share, first, cost, 0, 1)
+}
+
+// simulateDays is simulateDay over days days (the service's quota resets
+// at midnight); every 5 minutes a probe costs probeExtra more calls after
+// a sweep (charged apart, see poller.Timings and Run; 0: none). The result
+// is the last day's.
+func simulateDays(interval time.Duration, share float64, first, cost, probeExtra, days int) dayResult {
 	start := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	end := start.Add(24 * time.Hour)
+	last := start.Add(time.Duration(days-1) * 24 * time.Hour)
+	end := last.Add(24 * time.Hour)
 	b := poller.NewBudget(share)
-	used := 0
+	used := 0 // the service's count of the day
+	day := start
 	th := func(now time.Time) plenty.Throttle {
-		return plenty.Throttle{Long: plenty.Period{Present: true, Limit: dailyLimit, CallsLeft: max(dailyLimit-used, 0), Decay: end.Sub(now)}}
+		return plenty.Throttle{Long: plenty.Period{Present: true, Limit: dailyLimit, CallsLeft: max(dailyLimit-used, 0), Decay: day.Add(24 * time.Hour).Sub(now)}}
 	}
 	var r dayResult
+	var probed time.Time
 	now := start
 	for i := 0; now.Before(end); i++ {
+		if !now.Before(day.Add(24 * time.Hour)) {
+			day, used = now.Truncate(24*time.Hour), 0
+		}
 		c := cost
 		if i == 0 {
 			c = first
 		}
-		took := time.Duration(float64(c) / shortPace * float64(time.Second))
+		extra := 0 // a probe's slice, charged apart from the sweep's cost
+		if probeExtra > 0 && now.Sub(probed) >= 5*time.Minute {
+			extra, probed = probeExtra, now
+		}
+		counted := !now.Before(last)
+		took := time.Duration(float64(c+extra) / shortPace * float64(time.Second))
 		if i == 0 {
 			r.firstSyncTook = took
 		}
 		b.Remaining(now, th(now)) // the sweep starts: the service's view before it
-		used += c
-		r.calls += c
+		used += c + extra
+		if counted {
+			r.calls += c + extra
+		}
 		done := now.Add(took)
 		b.Spend(done, c, th(done))
+		b.Charge(done, extra, th(done))
 		gap, why := b.Gap(done, interval, th(done))
 		next := now.Add(max(gap, took))
-		if d := next.Sub(now); d > r.maxGap && i > 0 {
+		if d := next.Sub(now); d > r.maxGap && i > 0 && counted {
 			r.maxGap = d
 		}
 		if i == 0 {
 			r.afterFirst = next.Sub(done)
 		}
-		if gap > interval {
+		pace, _ := b.Pace(interval)
+		if gap > pace && counted {
 			r.stretched++
 			r.reason = why
 		}
-		r.sweeps++
+		if counted {
+			r.sweeps++
+		}
 		now = next
 	}
 	r.maxInAnyWindow = r.calls
@@ -166,5 +191,77 @@ func TestBudgetSlowsSmoothly(t *testing.T) {
 	}
 	if prev < 2*time.Second || prev > 3*time.Second {
 		t.Errorf("steady gap %v: want one call per refill (0.25 x 166000 a day = one per 2.08 s)", prev)
+	}
+}
+
+// TestBudgetSimulatedDayDerived proves the long-run bound of the derived
+// interval (no WATCHER_POLL_INTERVAL) on a fake clock: idle or busy, with
+// a first sync and with a probe every 5 minutes, the first day spends at
+// most share x limit and the bucket (an hour's refill), and once the
+// bucket has settled (the third day) the sweeps' calls of a day stay
+// within share x limit (41,500 at the defaults); an idle shop is polled
+// every 2.08 s.
+func TestBudgetSimulatedDayDerived(t *testing.T) {
+	share := 0.25
+	bound := int(share * dailyLimit)
+	for _, tt := range []struct {
+		name                    string
+		first, cost, probeExtra int
+		// the steady gap of the median sweep: cost / (share x limit / 86400)
+		wantSweepsAtLeast int
+	}{
+		{"idle", 1, 1, 0, bound - 10},
+		{"idle, probes of 1 call", 1, 1, 1, bound - 300},
+		{"busy: 3 calls a sweep, probes of 48", 1, 3, 48, 0},
+		{"busy: 40 calls a sweep", 40, 40, 0, bound/40 - 10},
+		{"first sync of 1,000,000 orders, then 2 calls a sweep with probes of 10", 4000, 2, 10, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, days := range []int{1, 3} {
+				r := simulateDays(0, share, tt.first, tt.cost, tt.probeExtra, days)
+				t.Logf("day %d: %d calls (share %d), %d sweeps, %d stretched, longest gap %v; %s", days, r.calls, bound, r.sweeps, r.stretched, r.maxGap, r.reason)
+				if days == 1 {
+					// The first day may spend the bucket (an hour's refill) on top.
+					if limit := int(share * dailyLimit * 25 / 24); r.calls > limit {
+						t.Errorf("first day: %d calls; want at most share x limit + an hour's burst = %d", r.calls, limit)
+					}
+					continue
+				}
+				// A sweep's calls count on the day it starts: one sweep
+				// at the day's edge may fall on either side.
+				if edge := tt.cost + tt.probeExtra; r.calls > bound+edge {
+					t.Errorf("day %d: %d calls; want at most share x limit = %d (+ %d, one sweep at the day's edge)", days, r.calls, bound, edge)
+				}
+				if r.sweeps < tt.wantSweepsAtLeast {
+					t.Errorf("day %d: %d sweeps; want at least %d (the budget's pace)", days, r.sweeps, tt.wantSweepsAtLeast)
+				}
+			}
+		})
+	}
+}
+
+// TestBudgetPace: the interval in force without WATCHER_POLL_INTERVAL.
+func TestBudgetPace(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	b := poller.NewBudget(0.25)
+	if d, src := b.Pace(0); d != poller.DefaultGap || src != poller.SourceDefault {
+		t.Errorf("before the daily limit is known: %v (%s); want %v (default)", d, src, poller.DefaultGap)
+	}
+	th := plenty.Throttle{Long: plenty.Period{Present: true, Limit: dailyLimit, CallsLeft: -1}}
+	b.Remaining(now, th)
+	if d, src := b.Pace(0); d != 2082*time.Millisecond || src != poller.SourceBudget {
+		t.Errorf("0.25 x 166,000 a day, one-call sweeps: %v (%s); want 2.082s (budget)", d, src)
+	}
+	for range 5 {
+		b.Spend(now, 4, th)
+	}
+	if d, _ := b.Pace(0); d != 8328*time.Millisecond {
+		t.Errorf("four-call sweeps: %v; want 8.328s", d)
+	}
+	if d, src := b.Pace(30 * time.Second); d != 30*time.Second || src != poller.SourceExplicit {
+		t.Errorf("explicit 30s: %v (%s)", d, src)
+	}
+	if gap, _ := b.Gap(now, 0, th); gap != 8328*time.Millisecond {
+		t.Errorf("gap with a full bucket: %v; want the pace 8.328s", gap)
 	}
 }

@@ -202,6 +202,12 @@ type Stats struct {
 	GapReason   string
 	BudgetLeft  float64
 	BudgetKnown bool
+	// Timings are the interval, settle and overlap in force after the
+	// sweep and where they come from (filled in by Run); Probe says a
+	// slice of a probe (Timings) was read after the sweep: its figures are
+	// in the Calls, Pages, Orders, Events and LateArrivals above.
+	Timings InForce
+	Probe   bool
 }
 
 // EventCount is the number of events of all types.

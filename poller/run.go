@@ -9,7 +9,11 @@ import (
 
 // RunConfig paces the sweeps of Run.
 type RunConfig struct {
-	Interval time.Duration // between the starts of two sweeps [30s]
+	// Interval between the starts of two sweeps, explicit: the gap is never
+	// shorter. 0 derives it from the call budget and the measured cost of
+	// a sweep (Budget.Pace: 2.08 s for a one-call sweep at 0.25 of
+	// 166,000 calls a day).
+	Interval time.Duration
 	// CallShare is the share of the service's long-period (daily) quota the
 	// sweeps may use in the long run, 0 < share <= 1 [0.25]: see Budget.
 	CallShare float64
@@ -31,15 +35,16 @@ type RunConfig struct {
 	// OnBudget receives the budget's state after every sweep, and after
 	// the sweep a shutdown cut short (to persist it: record "budget").
 	OnBudget func(BudgetState)
+	// Timings sets the settle and overlap of every sweep (the Config's
+	// values are replaced before each one) from the measured late
+	// arrivals; nil: the Config's values stay.
+	Timings *Timings
 }
 
 // Run sweeps until ctx is done: one sweep, then a wait of the interval
 // (stretched when the call budget runs low), and so on. A failed sweep is
 // reported and retried after the interval; it never ends Run.
 func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
-	if rc.Interval <= 0 {
-		rc.Interval = 30 * time.Second
-	}
 	if rc.Budget == nil {
 		rc.Budget = NewBudget(rc.CallShare)
 	}
@@ -57,29 +62,103 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			return nil
 		}
 	}
-	var seen int64 // requests counted before the sweep
+	var seen int64 // requests counted so far (RunConfig.Calls)
 	if rc.Calls != nil {
 		seen = rc.Calls()
 	}
-	for {
-		st, err := p.Sweep(ctx)
-		st.Charged = st.Calls
-		if rc.Calls != nil {
-			n := rc.Calls()
-			st.Charged, seen = int(n-seen), n
+	// charged is what went out to the service since the last charge:
+	// every request (logins, refreshes, retries) where the client counts
+	// them, else the calls the sweep or probe made itself.
+	charged := func(own int) int {
+		if rc.Calls == nil {
+			return own
 		}
+		n := rc.Calls()
+		own, seen = int(n-seen), n
+		return own
+	}
+	// A probe in progress: the part of its window not read yet.
+	var probe struct {
+		on       bool
+		next, to time.Time
+		width    time.Duration // of its last slice
+		started  time.Time
+	}
+	for {
+		if rc.Timings != nil {
+			// Sweeps run one at a time, in this goroutine: the sweep reads
+			// its settle and overlap from the config.
+			p.cfg.Settle, p.cfg.Overlap = rc.Timings.Next()
+		}
+		st, err := p.Sweep(ctx)
+		st.Charged = charged(st.Calls)
 		now := p.cfg.Now()
 		rc.Budget.Spend(now, st.Charged, throttle())
-		gap, why := rc.Budget.Gap(now, rc.Interval, throttle())
+		if ctx.Err() != nil {
+			// The sweep a shutdown cut short is charged and saved too.
+			gap, _ := rc.Budget.Gap(now, rc.Interval, throttle())
+			rc.Budget.next, rc.Budget.gap = st.Start.Add(gap), gap
+			if rc.OnBudget != nil {
+				rc.OnBudget(rc.Budget.Snapshot())
+			}
+			return nil
+		}
+		st.Timings.Interval, st.Timings.IntervalSource = rc.Budget.Pace(rc.Interval)
+		if rc.Timings != nil {
+			rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
+			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
+			if err == nil && !probe.on && !st.Watermark.IsZero() && rc.Timings.ProbeDue(now) {
+				probe.on, probe.next, probe.to, probe.width, probe.started = true, st.Watermark.Add(-OverlapCeiling), st.Watermark.Add(-p.cfg.Overlap), 0, now
+			}
+			// Where the short period leaves no room for a call besides the
+			// sweeps', a probe slice would delay the next sweep: it waits
+			// (for at most probeEvery).
+			pace, _ := rc.Budget.Pace(rc.Interval)
+			if probe.on && (slack(throttle(), pace) || now.Sub(probe.started) >= probeEvery) {
+				// One slice of the probe after each sweep: a change waits
+				// behind at most one slice of old pages.
+				rs, next, rerr := p.Recheck(ctx, probe.next, probe.to, 1, &probe.width)
+				now = p.cfg.Now()
+				pc := charged(rs.Calls)
+				rc.Budget.Charge(now, pc, throttle())
+				st.Charged += pc
+				if ctx.Err() != nil {
+					if rc.OnBudget != nil {
+						rc.OnBudget(rc.Budget.Snapshot())
+					}
+					return nil
+				}
+				probe.next = next
+				done := rerr != nil || !next.Before(probe.to)
+				rc.Timings.Observe(now, rs.LateArrivals, p.cfg.Settle, p.cfg.Overlap, done)
+				probe.on = !done
+				st.Probe = true
+				st.Calls += rs.Calls
+				st.Pages += rs.Pages
+				st.Orders += rs.Orders
+				st.Rescans += rs.Rescans
+				st.BadEntries += rs.BadEntries
+				st.LateArrivals = append(st.LateArrivals, rs.LateArrivals...)
+				for typ, n := range rs.Events {
+					st.Events[typ] += n
+				}
+				if rerr != nil {
+					p.log.Warn("a probe of the window below the overlap ended early; the next one reads it again", "from", probe.next.Format(time.RFC3339), "err", rerr)
+				}
+			}
+		}
+		th := throttle()
+		gap, why := rc.Budget.Gap(now, rc.Interval, th)
 		rc.Budget.next, rc.Budget.gap = st.Start.Add(gap), gap
 		if rc.OnBudget != nil {
 			rc.OnBudget(rc.Budget.Snapshot())
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
 		st.NextGap, st.GapReason = gap, why
-		st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, throttle())
+		st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, th)
+		st.Timings.Settle, st.Timings.Overlap = p.cfg.Settle, p.cfg.Overlap
+		if rc.Timings != nil {
+			st.Timings = rc.Timings.InForce()
+		}
 		if rc.OnSweep != nil {
 			rc.OnSweep(st, err)
 		}
@@ -90,4 +169,23 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			}
 		}
 	}
+}
+
+// pacerReserve is the calls of a short period the client's pacer never
+// spends (plenty.PacerConfig.Reserve's default).
+const pacerReserve = 5
+
+// slack says whether the short and the route period leave room for one
+// more call before they reset, besides a one-call sweep every pace and the
+// pacer's reserve. Unknown periods leave room.
+func slack(th plenty.Throttle, pace time.Duration) bool {
+	for _, per := range []plenty.Period{th.Short, th.Route} {
+		if !per.Present || per.Limit == 0 || per.CallsLeft < 0 || per.Decay <= 0 || pace <= 0 {
+			continue
+		}
+		if per.CallsLeft < int(per.Decay/pace)+2+pacerReserve {
+			return false
+		}
+	}
+	return true
 }

@@ -140,6 +140,11 @@ type sweep struct {
 	held       bool
 	unverified error // why, when it is an error of the sweep
 
+	// maxCalls > 0 ends the window after the slice that reached it (a
+	// recheck, recheck.go); stopped is where the rest begins.
+	maxCalls int
+	stopped  time.Time
+
 	reported struct{ calls, orders int } // figures of the last progress report
 
 	width time.Duration // the span of the last slice, carried to the next (0: the whole window)
@@ -159,6 +164,10 @@ func (s *sweep) run(ctx context.Context, lo, hi time.Time) error {
 	}
 	cur := lo
 	for {
+		if s.maxCalls > 0 && s.st.Calls >= s.maxCalls {
+			s.stopped = cur
+			return s.unverified
+		}
 		end := hi
 		if !s.baselineDone && cur.Before(s.baseline) && s.baseline.Before(end) {
 			end = s.baseline // the baseline's records stay silent, the rest does not

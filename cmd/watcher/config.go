@@ -61,9 +61,9 @@ type Config struct {
 	StatePath string `envconfig:"STATE_PATH" default:"/var/lib/orderwatch/state.db" desc:"bbolt state file (watermark, token, snapshot, outbox)"`
 	OutboxMax int    `envconfig:"OUTBOX_MAX" default:"100000" desc:"Outbox entries at most; when full the sweep pauses"`
 
-	PollInterval   time.Duration `envconfig:"POLL_INTERVAL" default:"30s" desc:"Time between the starts of two sweeps"`
-	Settle         time.Duration `envconfig:"SETTLE" default:"10s" desc:"A sweep reads up to server time minus this"`
-	Overlap        time.Duration `envconfig:"OVERLAP" default:"60s" desc:"Each sweep re-reads this much before the watermark (late commits)"`
+	PollInterval   time.Duration `envconfig:"POLL_INTERVAL" desc:"Time between the starts of two sweeps (the floor when set); unset: derived from the call budget and the measured cost of a sweep (2.08 s for a one-call sweep at 0.25 of 166,000 calls a day; 5 s until the service names its daily limit)"`
+	Settle         time.Duration `envconfig:"SETTLE" desc:"A sweep reads up to server time minus this; unset: derived from the measured late arrivals (90th percentile of their lag, 2s..30s)"`
+	Overlap        time.Duration `envconfig:"OVERLAP" desc:"Each sweep re-reads this much before the watermark (late commits); unset: derived from the measured late arrivals (twice the latest, 10s..10m; a sweep every 5 min reads 10m back)"`
 	StartFrom      StartFrom     `envconfig:"START_FROM" default:"720h" desc:"First sweep starts here: RFC 3339 time or a duration back from now"`
 	BaselineEvents bool          `envconfig:"BASELINE_EVENTS" default:"false" desc:"Emit events for the orders the first sweep records"`
 	EmitUpdated    bool          `envconfig:"EMIT_UPDATED" default:"false" desc:"Emit order.updated for every updatedAt change"`
@@ -279,10 +279,19 @@ func (c *Config) validate() error {
 	positive := []struct {
 		name string
 		d    time.Duration
-	}{{"POLL_INTERVAL", c.PollInterval}, {"SETTLE", c.Settle}, {"OVERLAP", c.Overlap}, {"PLENTY_TIMEOUT", c.PlentyTimeout}, {"SHUTDOWN_TIMEOUT", c.ShutdownTimeout}}
+	}{{"PLENTY_TIMEOUT", c.PlentyTimeout}, {"SHUTDOWN_TIMEOUT", c.ShutdownTimeout}}
 	for _, p := range positive {
 		if p.d <= 0 {
 			return configErr("%s_%s=%s: must be positive", envPrefix, p.name, p.d)
+		}
+	}
+	// Unset (0) timings are derived (see poller.Budget.Pace, poller.Timings).
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{{"POLL_INTERVAL", c.PollInterval}, {"SETTLE", c.Settle}, {"OVERLAP", c.Overlap}} {
+		if p.d < 0 {
+			return configErr("%s_%s=%s: must be positive (or unset: derived)", envPrefix, p.name, p.d)
 		}
 	}
 	if c.Stream != "" && c.DuplicateWindow <= 0 {

@@ -28,7 +28,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.PollInterval != 30*time.Second || c.Stream != "ORDERS" || !c.StreamCreate || c.CallShare != 0.25 || c.StartFrom.Back != 720*time.Hour ||
+	if c.PollInterval != 0 || c.Settle != 0 || c.Overlap != 0 || c.Stream != "ORDERS" || !c.StreamCreate || c.CallShare != 0.25 || c.StartFrom.Back != 720*time.Hour ||
 		c.SubjectPrefix != "orders" || c.HTTPAddr != ":9090" || c.ShutdownTimeout != 20*time.Second || c.DuplicateWindow != 10*time.Minute ||
 		c.Keyset != "auto" {
 		t.Errorf("defaults: %+v", c)

@@ -34,7 +34,8 @@ type daemon struct {
 	poll    *poller.Poller
 	nc      *nats.Conn
 	pub     *publisher.Publisher
-	rep     *replica // hot standby (standby.go); nil when off
+	rep     *replica        // hot standby (standby.go); nil when off
+	timings *poller.Timings // settle and overlap in force (derived or explicit)
 	metrics *metrics
 	budget  *poller.Budget // the sweeps' call budget (persisted: record "budget"); used by the sweep loop only
 	saveErr atomic.Bool    // the last save of record budget or waits failed (logged once)
@@ -66,6 +67,12 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		return nil, stateOpenError(cfg.StatePath, err)
 	}
 	d.gap.Store(int64(cfg.PollInterval))
+	if cfg.PollInterval <= 0 {
+		d.gap.Store(int64(poller.DefaultGap)) // derived: until the first sweep says
+	}
+	d.timings = poller.NewTimings(poller.TimingsConfig{
+		Settle: cfg.Settle, Overlap: cfg.Overlap, Records: d.store, Logger: log.With("component", "timings"),
+	})
 
 	var m *metrics
 	scope, _ := cfg.scope()
@@ -117,6 +124,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		pending:      func() (plenty.Wait, bool) { return d.cl().Pacer().Pending() },
 		startFrom:    cfg.StartFrom.Time(time.Now()),
 		quarantined:  d.quarantined,
+		timings:      d.timings.InForce,
 	})
 	d.metrics = m
 	if st, err := d.store.Stats(); err == nil && st.BaselineDone {
@@ -206,7 +214,8 @@ func (d *daemon) run(ctx context.Context) error {
 		}
 	}()
 	d.log.Info("orderwatch started", "version", version, "service", d.cfg.PlentyURL, "nats", publisher.RedactURL(d.cfg.NATSURL),
-		"stream", d.cfg.Stream, "state", d.cfg.StatePath, "http", d.ln.Addr().String(), "interval", d.cfg.PollInterval.String())
+		"stream", d.cfg.Stream, "state", d.cfg.StatePath, "http", d.ln.Addr().String(), "interval", durationOrDerived(d.cfg.PollInterval),
+		"settle", durationOrDerived(d.cfg.Settle), "overlap", durationOrDerived(d.cfg.Overlap))
 
 	start := time.Now()
 	var left int
@@ -243,7 +252,7 @@ func (d *daemon) startWorkers(ctx context.Context) (stop func(flush bool) int) {
 		defer d.sweepAlive.Store(false)
 		_ = poll.Run(ctx, poller.RunConfig{
 			Interval: d.cfg.PollInterval, CallShare: d.cfg.CallShare,
-			Throttle: client.Throttle, OnSweep: d.onSweep,
+			Throttle: client.Throttle, OnSweep: d.onSweep, Timings: d.timings,
 			Budget: budget, Calls: client.Calls, OnBudget: d.saveBudget,
 		})
 	}()
@@ -306,6 +315,9 @@ func (d *daemon) onSweep(st poller.Stats, err error) {
 	}
 	if st.QuarantineEntered+st.QuarantineLeft+st.QuarantineRetries > 0 {
 		attrs = append(attrs, "quarantine_entered", st.QuarantineEntered, "quarantine_left", st.QuarantineLeft, "quarantine_retried", st.QuarantineRetries)
+	}
+	if st.Probe {
+		attrs = append(attrs, "probe", true) // read OverlapCeiling back (timings.go)
 	}
 	if len(st.LateArrivals) > 0 {
 		attrs = append(attrs, "late_arrivals", len(st.LateArrivals), "latest_late_s", slices.Max(st.LateArrivals).Seconds())

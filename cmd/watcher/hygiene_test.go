@@ -278,7 +278,7 @@ func TestCallShareInertWarned(t *testing.T) {
 				t.Setenv("WATCHER_PLENTY_URL", srv.URL)
 			}
 			t.Setenv("WATCHER_POLL_INTERVAL", "200ms")
-			logs := e.startDaemonLogged(t)
+			logs, _ := e.startDaemonLogged(t)
 			waitFor(t, "three sweeps", 30*time.Second, func() bool { return strings.Count(logs.String(), `"msg":"sweep"`) >= 3 })
 			n := strings.Count(logs.String(), "WATCHER_CALL_SHARE has no effect")
 			if strip && n != 1 || !strip && n != 0 {
@@ -314,7 +314,7 @@ func (s *stripLong) Write(b []byte) (int, error) {
 
 // startDaemonLogged runs `watcher run` in this process until the test
 // ends, and returns its JSON log.
-func (e *sessionEnv) startDaemonLogged(t *testing.T) *lockedBuffer {
+func (e *sessionEnv) startDaemonLogged(t *testing.T) (*lockedBuffer, func()) {
 	t.Helper()
 	cfg, err := LoadConfig()
 	if err != nil {
@@ -328,13 +328,17 @@ func (e *sessionEnv) startDaemonLogged(t *testing.T) *lockedBuffer {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
-	return logs
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("daemon: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return logs, stop
 }
 
 // lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.

@@ -60,6 +60,7 @@ type liveSources struct {
 	quarantined   func() int       // orders in quarantine (undecodable entries); -1 when unknown
 
 	pending func() (plenty.Wait, bool) // the wait the service asked for (paused until, by reason)
+	timings func() poller.InForce
 }
 
 func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
@@ -159,6 +160,7 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 		Help: "Jumps of the service's clock and what was decided: direction forward|backward; decision rejected (a Date header that jumped, distrusted), accepted (a Date that kept its new time for a minute: followed as the window's hint; the watermark stays bounded by the order stamps), rewound (changes stamped below the watermark confirmed a clock set back: the watermark was rewound).",
 	}, []string{"direction", "decision"})
 	reg.MustRegister(m.clockJumps)
+	registerTimings(reg, live.timings) // timings.go
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(buildInfoCollector()) // buildinfo.go
 

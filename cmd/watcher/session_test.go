@@ -68,11 +68,12 @@ func (e *sessionEnv) state(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
-// startDaemon runs `watcher run` in this process until the test ends (its
-// log kept: startDaemonLogged).
-func (e *sessionEnv) startDaemon(t *testing.T) {
+// startDaemon runs `watcher run` in this process until the test ends or
+// stop is called (its log kept: startDaemonLogged).
+func (e *sessionEnv) startDaemon(t *testing.T) (stop func()) {
 	t.Helper()
-	e.startDaemonLogged(t)
+	_, stop = e.startDaemonLogged(t)
+	return stop
 }
 
 // TestCheckSessionReuse: `watcher check` keeps the session it opens in the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
+	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -39,6 +40,9 @@ type stateReport struct {
 
 	// Lease is the hot standby's view (standby.go); only from a running watcher.
 	Lease *leaseReport `json:"lease,omitempty"`
+	// Timings in force and why (timings.go); for a stopped watcher, as
+	// last recorded.
+	Timings *timingsReport `json:"timings,omitempty"`
 }
 
 // firstSync is the progress of the first sweep (the baseline): the share of
@@ -139,8 +143,9 @@ func (d *daemon) serveStateReport(w http.ResponseWriter, _ *http.Request) {
 		// (the same figure as orderwatch_first_sync_progress_ratio).
 		rep.FirstSync.Progress = float64(pct) / 100
 	}
-	rep.Paused = newPausedReport(d.client.Pacer().Pending()) // the running process's view
+	rep.Paused = newPausedReport(d.cl().Pacer().Pending()) // the running process's view
 	rep.Lease = d.leaseReport()
+	rep.Timings = newTimingsReport(d.timings.InForce())
 	writeJSON(w, rep)
 }
 
@@ -267,6 +272,7 @@ func localState(s *state.Store, cfg *Config, orderID int64) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		rep.Timings = newTimingsReport(poller.NewTimings(poller.TimingsConfig{Settle: cfg.Settle, Overlap: cfg.Overlap, Records: s}).InForce())
 		v = rep
 	} else {
 		rep, ok, err := lookupOrder(s, orderID)
@@ -325,4 +331,5 @@ func printStateReport(w io.Writer, rep stateReport, now time.Time) {
 	fmt.Fprintf(w, "outbox depth   %d\n", rep.OutboxDepth)
 	printQuarantine(w, rep.Quarantine, now)
 	printBudgetReport(w, rep, now) // budget.go
+	printTimings(w, rep.Timings)
 }
