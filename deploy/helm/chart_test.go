@@ -148,7 +148,9 @@ var cases = []chartCase{
 			"WATCHER_STREAM_MAX_AGE":   "168h",
 			"WATCHER_STREAM_MAX_BYTES": "1073741824",
 		},
-		configAbsent:    []string{"WATCHER_NATS_USER", "WATCHER_SOURCE", "WATCHER_SCOPE", "WATCHER_SCOPE_JSON", "WATCHER_WITH"},
+		// unset timings: derived by the binary (the budget, late arrivals)
+		configAbsent: []string{"WATCHER_NATS_USER", "WATCHER_SOURCE", "WATCHER_SCOPE", "WATCHER_SCOPE_JSON", "WATCHER_WITH",
+			"WATCHER_POLL_INTERVAL", "WATCHER_SETTLE", "WATCHER_OVERLAP"},
 		goMemLimit:      true,
 		retentionPolicy: appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"},
 		testImage:       "curlimages/curl:8.11.1",
