@@ -446,7 +446,10 @@ func (w Wait) Remaining(now time.Time) time.Duration {
 	if w.Announced > 0 {
 		d = min(d, w.Announced-passed)
 	}
-	if !w.Reset.IsZero() && !w.ServerAt.IsZero() {
+	if !w.Reset.IsZero() && !w.ServerAt.IsZero() && w.Reset.After(w.ServerAt) {
+		// A reset before the answer's own Date (a Date running ahead of
+		// the node that counts, a reset just passed) says nothing of
+		// this wait: the announced length bounds it.
 		d = min(d, w.Reset.Sub(w.ServerAt)+time.Minute-passed)
 	}
 	return max(d, 0)

@@ -1,0 +1,63 @@
+package plenty
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestWaitRestoredResetBeforeDate (review): a 429 whose period's
+// -Calls-Reset lies before the answer's Date (a Date that runs ahead of
+// the node that counts the calls, a reset just passed) binds the process
+// that got it for what it announced; a process restarted 4 s into the wait
+// must be bound for the rest of it, not freed at once.
+func TestWaitRestoredResetBeforeDate(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		retryAfter string // "" = none
+		decay      string // "" = none
+	}{
+		{"Retry-After 40", "40", ""},
+		{"no Retry-After, Decay 30", "", "30"},
+		{"no Retry-After, no Decay", "", ""}, // the default block
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+			server := now.Add(2 * time.Hour) // the Date runs two hours ahead
+			h := http.Header{}
+			h.Set("Date", server.Format(http.TimeFormat))
+			h.Set(PrefixShort+"-Limit", "200")
+			h.Set(PrefixShort+"-Calls-Left", "0")
+			if tc.decay != "" {
+				h.Set(PrefixShort+"-Decay", tc.decay)
+			}
+			h.Set(PrefixShort+"-Calls-Reset", strconv.FormatInt(now.Add(30*time.Second).Unix(), 10)) // true clock
+			if tc.retryAfter != "" {
+				h.Set("Retry-After", tc.retryAfter)
+			}
+			var told []Wait
+			p := NewPacer(PacerConfig{Now: func() time.Time { return now }, OnWait: func(w Wait) { told = append(told, w) }})
+			p.Observe(http.StatusTooManyRequests, ParseThrottle(h, now))
+			inProcess := p.NotBefore().Sub(now)
+			if len(told) != 1 {
+				t.Fatalf("OnWait told %d times; want once", len(told))
+			}
+			raw, _ := json.Marshal(told)
+			var saved []Wait
+			if err := json.Unmarshal(raw, &saved); err != nil {
+				t.Fatal(err)
+			}
+			later := now.Add(4 * time.Second)
+			p2 := NewPacer(PacerConfig{Now: func() time.Time { return later }})
+			w, ok := p2.Restore(saved...)
+			if !ok {
+				t.Fatalf("restored no wait 4 s into a wait of %v: the new process calls into it", inProcess)
+			}
+			if got := w.Until.Sub(later); got != inProcess-4*time.Second {
+				t.Errorf("restored wait has %v left; the process that got the 429 waits %v more", got, inProcess-4*time.Second)
+			}
+		})
+	}
+}
