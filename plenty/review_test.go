@@ -61,3 +61,29 @@ func TestWaitRestoredResetBeforeDate(t *testing.T) {
 		})
 	}
 }
+
+// TestHugeRetryAfterCappedByReset (review): a 429 asking for days while its
+// period resets (by the service's own clock) within the hour binds the
+// process that got it as it binds a restarted one: to a minute past the
+// reset, never for days (issue 18.4).
+func TestHugeRetryAfterCappedByReset(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	server := now.Add(-5 * time.Minute) // the service's clock, a little behind
+	h := http.Header{}
+	h.Set("Date", server.Format(http.TimeFormat))
+	h.Set(PrefixLong+"-Limit", "166000")
+	h.Set(PrefixLong+"-Calls-Left", "0")
+	h.Set(PrefixLong+"-Calls-Reset", strconv.FormatInt(server.Add(time.Hour).Unix(), 10))
+	h.Set("Retry-After", strconv.Itoa(3*24*3600))
+	var told []Wait
+	p := NewPacer(PacerConfig{Now: func() time.Time { return now }, OnWait: func(w Wait) { told = append(told, w) }})
+	p.Observe(http.StatusTooManyRequests, ParseThrottle(h, now))
+	limit := time.Hour + time.Minute
+	if got := p.NotBefore().Sub(now); got > limit {
+		t.Errorf("the process that got the 429 waits %v; want at most %v (a minute past the reset)", got, limit)
+	}
+	p2 := NewPacer(PacerConfig{Now: func() time.Time { return now }})
+	if w, ok := p2.Restore(told...); !ok || !w.Until.Equal(p.NotBefore()) {
+		t.Errorf("a process restarted at once waits until %v (%v); the one that got the 429 until %v", w.Until, ok, p.NotBefore())
+	}
+}

@@ -260,6 +260,11 @@ func (p *Pacer) observe(status int, t Throttle) {
 	}
 	p.last = merged
 	block := func(d time.Duration, why string, reason WaitReason, reset time.Time) {
+		if !reset.IsZero() && !t.ServerTime.IsZero() && reset.After(t.ServerTime) {
+			// Never past the period's own reset by more than a minute
+			// (a Retry-After of days): as a restored wait (Remaining).
+			d = min(d, reset.Sub(t.ServerTime)+time.Minute)
+		}
 		d = max(d, time.Second)
 		until := now.Add(d)
 		if !until.After(p.notBefore) {
