@@ -1,0 +1,141 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plentysim"
+)
+
+// Fault scenarios of the review of issue 18: a hostile service and
+// restarts (kill -9) inside the waits it asks for. They run at the
+// service's real default limits (166,000 calls a day, 200 per short
+// period, 3 sessions); the watcher's configuration is the harness's
+// (newFaultEnv) unless a scenario says otherwise.
+
+// hostileProxy stands between the watcher and the simulator: it records
+// when each request arrived and, when armed, answers the next search
+// itself with the 429 given.
+type hostileProxy struct {
+	mu    sync.Mutex
+	calls []time.Time
+	armed func(w http.ResponseWriter) // answers the next search; nil: pass on
+	hit   chan time.Time
+}
+
+func (f *faultEnv) hostileProxy() *hostileProxy {
+	p := &hostileProxy{hit: make(chan time.Time, 1)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		p.mu.Lock()
+		p.calls = append(p.calls, now)
+		answer := p.armed
+		if r.URL.Path == plentysim.PathSearch {
+			p.armed = nil
+		} else {
+			answer = nil
+		}
+		p.mu.Unlock()
+		if answer != nil {
+			answer(w)
+			p.hit <- now
+			return
+		}
+		f.sim.ServeHTTP(w, r)
+	}))
+	f.t.Cleanup(srv.Close)
+	f.env = append(f.env, "WATCHER_PLENTY_URL="+srv.URL) // the last one counts
+	return p
+}
+
+func (p *hostileProxy) arm(answer func(w http.ResponseWriter)) {
+	p.mu.Lock()
+	p.armed = answer
+	p.mu.Unlock()
+}
+
+// between counts the requests that arrived in [from, to).
+func (p *hostileProxy) between(from, to time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, at := range p.calls {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFaultReviewRestartInsideRetryAfter: a 429 of the short period (not
+// the daily quota) asks for a wait with Retry-After; the watcher is killed
+// (-9) 4 s into it and started again. The restarted process makes no call
+// before the wait ends, and resumes after it. Three hostile variants of
+// the 429: no Date header; a Date two hours ahead with the period's
+// -Calls-Reset on the true clock (before the Date); a Retry-After of 0
+// with a -Calls-Reset in the past (the pacer's default block applies).
+func TestFaultReviewRestartInsideRetryAfter(t *testing.T) {
+	const wait = 20 * time.Second
+	for _, tc := range []struct {
+		name  string
+		retry string
+		hdr   func(h http.Header, now time.Time)
+		want  time.Duration // the wait the 429 binds to (at least)
+	}{
+		{"no Date", "20", func(h http.Header, now time.Time) {
+			h["Date"] = nil
+		}, wait},
+		{"Date ahead, reset before it", "20", func(h http.Header, now time.Time) {
+			h.Set("Date", now.Add(2*time.Hour).UTC().Format(http.TimeFormat))
+			h.Set(plenty.PrefixShort+"-Calls-Reset", strconv.FormatInt(now.Add(5*time.Second).Unix(), 10))
+		}, wait},
+		{"Retry-After 0, reset past", "0", func(h http.Header, now time.Time) {
+			h.Set("Date", now.UTC().Format(http.TimeFormat))
+			h.Set(plenty.PrefixShort+"-Calls-Reset", strconv.FormatInt(now.Add(-time.Minute).Unix(), 10))
+		}, 20 * time.Second}, // PacerConfig.DefaultBlock
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFaultEnv(t, plentysim.Config{})
+			p := f.hostileProxy()
+			f.start()
+			waitReady(t, f.addr)
+			f.mutate(5)
+			p.arm(func(w http.ResponseWriter) {
+				now := time.Now()
+				h := w.Header()
+				h.Set("Content-Type", "application/json")
+				h.Set("Retry-After", tc.retry)
+				h.Set(plenty.PrefixShort+"-Limit", "200")
+				h.Set(plenty.PrefixShort+"-Calls-Left", "0")
+				h.Set(plenty.PrefixShort+"-Decay", "0")
+				tc.hdr(h, now)
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = w.Write([]byte(`{"error":{"message":"Too Many Requests","code":429}}`))
+			})
+			var at time.Time
+			select {
+			case at = <-p.hit:
+			case <-time.After(30 * time.Second):
+				t.Fatal("no search within 30 s")
+			}
+			time.Sleep(4 * time.Second)
+			f.kill()
+			restarted := time.Now()
+			f.start()
+			end := at.Add(tc.want)
+			time.Sleep(time.Until(end))
+			inside := p.between(restarted, end.Add(-time.Second))
+			if inside != 0 {
+				t.Errorf("the restarted process made %d calls inside the %v wait the 429 asked for (it ends %v after the restart)", inside, tc.want, end.Sub(restarted).Round(time.Second))
+			}
+			f.quiesce()
+			n := f.check()
+			t.Logf("429 (%s), kill -9 4 s into the wait: %d calls inside it after the restart, %d events checked", tc.name, inside, n)
+		})
+	}
+}
