@@ -139,3 +139,26 @@ func TestFaultReviewRestartInsideRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultReviewOneSecondTokensLimitOne: the service gives tokens that
+// live 1 s (expires_in 1) and allows one session (max_current_sessions
+// 1); the watcher is killed (-9) and restarted under load. Every change is
+// published once, never a second session, no session-limit 429.
+func TestFaultReviewOneSecondTokensLimitOne(t *testing.T) {
+	f := newFaultEnv(t, plentysim.Config{TokenTTL: time.Second, MaxSessions: 1})
+	f.start()
+	waitReady(t, f.addr)
+	f.mutate(5)
+	time.Sleep(scale(8*time.Second, 60*time.Second))
+	f.kill()
+	f.start()
+	time.Sleep(scale(8*time.Second, 60*time.Second))
+	f.quiesce()
+	n := f.check()
+	st := f.sim.Stats()
+	if st.MaxConcurrentSessions > 1 || st.SessionLimit429 != 0 {
+		t.Errorf("max concurrent sessions %d, session-limit 429s %d; want 1 and 0", st.MaxConcurrentSessions, st.SessionLimit429)
+	}
+	t.Logf("tokens of 1 s, session limit 1: %d events checked; %d calls: %d searches, %d logins, %d refreshes, %d 401s, %d 429s",
+		n, st.Calls, st.SearchCalls, st.LoginCalls, st.RefreshCalls, st.Unauthorized401, st.Throttled429)
+}
