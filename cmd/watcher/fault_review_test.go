@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
@@ -161,4 +165,65 @@ func TestFaultReviewOneSecondTokensLimitOne(t *testing.T) {
 	}
 	t.Logf("tokens of 1 s, session limit 1: %d events checked; %d calls: %d searches, %d logins, %d refreshes, %d 401s, %d 429s",
 		n, st.Calls, st.SearchCalls, st.LoginCalls, st.RefreshCalls, st.Unauthorized401, st.Throttled429)
+}
+
+// TestFaultReviewCorruptRecords: every record of the state file is
+// unreadable (bytes that are not JSON, JSON of the wrong shape) and the
+// quarantine holds an unreadable entry of a real order and one of an order
+// the service does not have. The watcher, started on that file, reads
+// each as "nothing known": no crash, no stall, every change published once.
+func TestFaultReviewCorruptRecords(t *testing.T) {
+	f := newFaultEnv(t, plentysim.Config{})
+	f.start()
+	waitReady(t, f.addr)
+	f.mutate(5)
+	time.Sleep(3 * time.Second)
+	if err, _ := f.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	db, err := bolt.Open(f.state, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := f.sim.Orders()[7].ID
+	err = db.Update(func(tx *bolt.Tx) error {
+		recs := tx.Bucket([]byte("records"))
+		for name, v := range map[string]string{
+			"budget": "\x00\xffnot json{", "waits": `{"waits":[{"until":"yesterday"}]}`, "sessions": `[1,2,3]`,
+			"publisher": `{"sent_through":-1}`, "clock": "\x01", "timings": `{"`,
+		} {
+			if err := recs.Put([]byte(name), []byte(v)); err != nil {
+				return err
+			}
+		}
+		q := tx.Bucket([]byte("quarantine"))
+		if err := q.Put(binary.BigEndian.AppendUint64(nil, uint64(victim)), []byte("\xfe garbage")); err != nil {
+			return err
+		}
+		return q.Put(binary.BigEndian.AppendUint64(nil, 999999999), []byte(`{"reason":"from an older run"}`))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(watcherBin(t), "state")
+	cmd.Env = f.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("watcher state on the file: %v\n%s", err, tail(string(out), 1000))
+	}
+	f.start()
+	time.Sleep(5 * time.Second)
+	f.quiesce()
+	n := f.check()
+	base := "http://" + f.addr
+	if code, body := get(base + "/state"); code != 200 {
+		t.Errorf("GET /state = %d %s", code, tail(body, 500))
+	}
+	waitFor(t, "the unreadable quarantine entries to be released", 60*time.Second, func() bool {
+		_, m := get(base + "/metrics")
+		return metricValue(m, "orderwatch_quarantined_orders") == 0
+	})
+	t.Logf("every record unreadable, 2 unreadable quarantine entries: %d events checked, quarantine emptied", n)
 }
