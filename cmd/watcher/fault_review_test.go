@@ -227,3 +227,60 @@ func TestFaultReviewCorruptRecords(t *testing.T) {
 	})
 	t.Logf("every record unreadable, 2 unreadable quarantine entries: %d events checked, quarantine emptied", n)
 }
+
+// TestFaultReviewQuarantineHealsWhileDown: an order is quarantined, its
+// slice committed with the watermark past it; the watcher is killed (-9)
+// and, while it is down, the order's entry becomes readable again (as is,
+// or with a further change), past the overlap of any later window. The
+// restarted process publishes the order's current state once: nothing lost
+// for the bad order, nothing doubled for the others.
+func TestFaultReviewQuarantineHealsWhileDown(t *testing.T) {
+	for _, changed := range []bool{false, true} {
+		name := "unchanged"
+		if changed {
+			name = "changed while down"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFaultEnv(t, plentysim.Config{})
+			f.start()
+			waitReady(t, f.addr)
+			f.mutate(5)
+			base := "http://" + f.addr
+			quarantined := func() float64 {
+				_, m := get(base + "/metrics")
+				return metricValue(m, "orderwatch_quarantined_orders")
+			}
+			victim := f.sim.Orders()[42]
+			if err := f.sim.Corrupt(victim.ID, plentysim.CorruptStatus); err != nil {
+				t.Fatal(err)
+			}
+			statuses := []string{"8", "9"}
+			if victim.StatusID == "8" || victim.StatusID == "9" {
+				statuses = []string{"11.1", "7.01"}
+			}
+			if _, err := f.sim.SetStatus(victim.ID, statuses[0]); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the order to be quarantined", 30*time.Second, func() bool { return quarantined() == 1 })
+			time.Sleep(2 * time.Second) // later sweeps commit the watermark past its slice
+			f.kill()
+			if err := f.sim.Corrupt(victim.ID, plentysim.CorruptNone); err != nil {
+				t.Fatal(err)
+			}
+			if changed {
+				if _, err := f.sim.SetStatus(victim.ID, statuses[1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(5 * time.Second) // past settle and overlap (harness: 1 s, 3 s)
+			f.start()
+			waitFor(t, "the order to leave the quarantine", 90*time.Second, func() bool { return quarantined() == 0 })
+			f.quiesce()
+			n := f.check()
+			if got := f.eventsOf(victim.ID); got != 1 {
+				t.Errorf("%d events of the healed order, want 1", got)
+			}
+			t.Logf("quarantined order healed while the watcher was down (%s): released after the restart, 1 event of it, %d events checked", name, n)
+		})
+	}
+}
