@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/orderwatch/orderwatch/plenty"
@@ -283,4 +286,76 @@ func TestFaultReviewQuarantineHealsWhileDown(t *testing.T) {
 			t.Logf("quarantined order healed while the watcher was down (%s): released after the restart, 1 event of it, %d events checked", name, n)
 		})
 	}
+}
+
+// TestFaultReviewPreviousSchemaOutbox: the watcher of the previous version
+// (schema 1: no records, no quarantine) was killed (-9) with events in its
+// outbox whose acknowledgements were lost, and the stream's duplicate
+// window (2 s) passes before this version starts on the file, with NATS
+// down at its start. No send mark: every entry left in the outbox is
+// looked up before it goes out again; none is stored twice, none is lost.
+func TestFaultReviewPreviousSchemaOutbox(t *testing.T) {
+	f := newFaultEnv(t, plentysim.Config{})
+	const window = 2 * time.Second
+	streamConfig := func(noAck bool) {
+		t.Helper()
+		nc, err := nats.Connect(f.ns.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: "ORDERS", Subjects: []string{"orders.>"}, Storage: jetstream.FileStorage, Duplicates: window, NoAck: noAck,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	streamConfig(true)
+	f.start()
+	f.mutate(20)
+	waitFor(t, "events stored without an acknowledgement", 60*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, n := f.stream(ctx)
+		return n >= 100
+	})
+	f.kill()
+	streamConfig(false)
+	// Back to schema 1: the records (the send mark among them) and the
+	// quarantine did not exist.
+	db, err := bolt.Open(f.state, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range []string{"records", "quarantine"} {
+			if err := tx.DeleteBucket([]byte(b)); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("schema_version"), binary.BigEndian.AppendUint64(nil, 1))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ns.Shutdown()
+	f.ns.WaitForShutdown()
+	f.start() // NATS is down at the start
+	time.Sleep(window + 3*time.Second)
+	f.startNATS()
+	f.quiesce()
+	n := f.check()
+	_, m := get("http://" + f.addr + "/metrics")
+	stored := metricValue(m, `orderwatch_publish_dedup_lookups_total{result="stored"}`)
+	if stored == 0 {
+		t.Error("no outbox entry was found in the stream before its re-send")
+	}
+	t.Logf("schema-1 file, lost acks, kill -9, NATS down at the start for %v (window %v): %d events checked, 0 doubled; look-ups: %v stored, %v not stored",
+		window+3*time.Second, window, n, stored, metricValue(m, `orderwatch_publish_dedup_lookups_total{result="not_stored"}`))
 }
