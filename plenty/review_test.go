@@ -87,3 +87,43 @@ func TestHugeRetryAfterCappedByReset(t *testing.T) {
 		t.Errorf("a process restarted at once waits until %v (%v); the one that got the 429 until %v", w.Until, ok, p.NotBefore())
 	}
 }
+
+// TestWaitNeverLongerThanADay (review): no period of the service is longer
+// than a day, so no wait it asks for ends later than a day (and a minute)
+// after it was asked, whatever a header says: a Retry-After of days that
+// names no reset, a long period's -Decay of months. One bad header must
+// not silence the watcher for days, in the process that got it or in a
+// restarted one.
+func TestWaitNeverLongerThanADay(t *testing.T) {
+	const most = 24*time.Hour + time.Minute
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		status int
+		hdr    map[string]string
+	}{
+		{"Retry-After of 3 days, no reset", http.StatusTooManyRequests, map[string]string{"Retry-After": strconv.Itoa(3 * 24 * 3600)}},
+		{"long -Decay of months at the reserve", http.StatusOK, map[string]string{
+			PrefixLong + "-Limit": "166000", PrefixLong + "-Calls-Left": "0", PrefixLong + "-Decay": "9999999"}},
+		{"429 with a long -Decay of months", http.StatusTooManyRequests, map[string]string{
+			PrefixLong + "-Limit": "166000", PrefixLong + "-Calls-Left": "0", PrefixLong + "-Decay": "9999999"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			h.Set("Date", now.Format(http.TimeFormat))
+			for k, v := range tc.hdr {
+				h.Set(k, v)
+			}
+			var told []Wait
+			p := NewPacer(PacerConfig{Now: func() time.Time { return now }, OnWait: func(w Wait) { told = append(told, w) }})
+			p.Observe(tc.status, ParseThrottle(h, now))
+			if got := p.NotBefore().Sub(now); got <= 0 || got > most {
+				t.Errorf("waits %v; want a wait of at most %v", got, most)
+			}
+			p2 := NewPacer(PacerConfig{Now: func() time.Time { return now.Add(time.Second) }})
+			if w, ok := p2.Restore(told...); !ok || w.Until.Sub(now) > most {
+				t.Errorf("restarted a second later: waits until %v (%v); want at most %v after the answer", w.Until, ok, most)
+			}
+		})
+	}
+}

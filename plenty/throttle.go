@@ -265,7 +265,7 @@ func (p *Pacer) observe(status int, t Throttle) {
 			// (a Retry-After of days): as a restored wait (Remaining).
 			d = min(d, reset.Sub(t.ServerTime)+time.Minute)
 		}
-		d = max(d, time.Second)
+		d = max(min(d, maxWait), time.Second)
 		until := now.Add(d)
 		if !until.After(p.notBefore) {
 			return
@@ -439,6 +439,12 @@ type Wait struct {
 	ServerAt time.Time `json:"serverAt,omitzero"`
 }
 
+// maxWait bounds every wait the service asks for: none of its periods is
+// longer than a day, so a wait past a day and a minute (a Retry-After of
+// days that names no reset, a -Decay of months) is a bad header, not a
+// reason to stay silent for days.
+const maxWait = 24*time.Hour + time.Minute
+
 // Remaining is how much of the wait a process must still wait at now,
 // guarded against a local clock that moved since it was measured: never
 // more than the service announced (less what has visibly passed), never
@@ -448,6 +454,7 @@ type Wait struct {
 func (w Wait) Remaining(now time.Time) time.Duration {
 	d := w.Until.Sub(now)
 	passed := max(now.Sub(w.Measured), 0)
+	d = min(d, maxWait-passed)
 	if w.Announced > 0 {
 		d = min(d, w.Announced-passed)
 	}
