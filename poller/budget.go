@@ -230,7 +230,7 @@ func (b *Budget) Restore(s BudgetState, now time.Time) {
 	}
 	b.refill(now, plenty.Throttle{})
 	if s.Gap > 0 && s.Next.After(now) {
-		b.next, b.gap = now.Add(min(s.Next.Sub(now), s.Gap)), s.Gap
+		b.next, b.gap = now.Add(min(s.Next.Sub(now), s.Gap, longPeriod+time.Minute)), s.Gap
 	}
 }
 

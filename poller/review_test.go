@@ -22,3 +22,15 @@ func TestGapNeverPastADay(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoredNextSweepWithinADay (review): a budget record that holds the
+// next sweep months ahead (a record of a bad header, or a hand-edited
+// file) delays the first sweep of a restarted process by a day at most.
+func TestRestoredNextSweepWithinADay(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	b := poller.NewBudget(0.25)
+	b.Restore(poller.BudgetState{Level: 10, At: now, Limit: 166000, Next: now.Add(100 * 24 * time.Hour), Gap: 100 * 24 * time.Hour}, now)
+	if next := b.NotBefore(); next.Sub(now) > 24*time.Hour+time.Minute {
+		t.Errorf("first sweep after the restart at %v, %v from now; want within a day", next, next.Sub(now))
+	}
+}
