@@ -127,3 +127,42 @@ func TestWaitNeverLongerThanADay(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitOfTheLatestExhaustedPeriod (review): a 429 with two periods
+// spent (another integration used up the user's short period and the
+// day) asks, with Retry-After, for the wait until the later reset (the
+// day's). The wait is bound to that reset, not to the short period's: the
+// process that got the 429 and a restarted one both wait for the day,
+// told once.
+func TestWaitOfTheLatestExhaustedPeriod(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	day := 23 * time.Hour
+	h := http.Header{}
+	h.Set("Date", now.Format(http.TimeFormat))
+	h.Set(PrefixShort+"-Limit", "200")
+	h.Set(PrefixShort+"-Calls-Left", "0")
+	h.Set(PrefixShort+"-Decay", "20")
+	h.Set(PrefixShort+"-Calls-Reset", strconv.FormatInt(now.Add(20*time.Second).Unix(), 10))
+	h.Set(PrefixLong+"-Limit", "166000")
+	h.Set(PrefixLong+"-Calls-Left", "0")
+	h.Set(PrefixLong+"-Decay", strconv.Itoa(int(day.Seconds())))
+	h.Set(PrefixLong+"-Calls-Reset", strconv.FormatInt(now.Add(day).Unix(), 10))
+	h.Set("Retry-After", strconv.Itoa(int(day.Seconds())))
+	var blocks int
+	var told []Wait
+	p := NewPacer(PacerConfig{Now: func() time.Time { return now }, OnBlock: func(time.Time, string) { blocks++ },
+		OnWait: func(w Wait) { told = append(told, w) }})
+	p.Observe(http.StatusTooManyRequests, ParseThrottle(h, now))
+	if got := p.NotBefore().Sub(now); got < day {
+		t.Errorf("waits %v; want the day's %v", got, day)
+	}
+	if blocks != 1 {
+		t.Errorf("OnBlock told %d times; want once", blocks)
+	}
+	// Only the 429's own wait persisted (as if the proactive block had
+	// not followed): a restart 10 s later still waits for the day.
+	p2 := NewPacer(PacerConfig{Now: func() time.Time { return now.Add(10 * time.Second) }})
+	if w, ok := p2.Restore(told[0]); !ok || w.Until.Sub(now) < day {
+		t.Errorf("restarted 10 s later: waits until %v (%v); want the day's reset", w.Until, ok)
+	}
+}

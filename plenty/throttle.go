@@ -98,14 +98,28 @@ func parsePeriod(h http.Header, prefix string) Period {
 	return p
 }
 
-// exhausted returns the first period with no calls left: the one a 429 is about.
+// exhausted returns the period with no calls left that resets last: the
+// one a 429 is about (with the short period and the day both spent, the
+// wait is the day's).
 func (t Throttle) exhausted() (Period, bool) {
+	base := t.ServerTime
+	if base.IsZero() {
+		base = t.Observed
+	}
+	ends := func(p Period) time.Duration {
+		if !p.Reset.IsZero() {
+			return p.Reset.Sub(base)
+		}
+		return p.Decay
+	}
+	var worst Period
+	found := false
 	for _, p := range []Period{t.Short, t.Route, t.Long} {
-		if p.Present && p.CallsLeft == 0 {
-			return p, true
+		if p.Present && p.CallsLeft == 0 && (!found || ends(p) > ends(worst)) {
+			worst, found = p, true
 		}
 	}
-	return Period{}, false
+	return worst, found
 }
 
 // PacerConfig tunes the Pacer.
