@@ -297,33 +297,12 @@ func TestFaultReviewQuarantineHealsWhileDown(t *testing.T) {
 func TestFaultReviewPreviousSchemaOutbox(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{})
 	const window = 2 * time.Second
-	streamConfig := func(noAck bool) {
-		t.Helper()
-		nc, err := nats.Connect(f.ns.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name: "ORDERS", Subjects: []string{"orders.>"}, Storage: jetstream.FileStorage, Duplicates: window, NoAck: noAck,
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	streamConfig(true)
+	f.operatorStream(window, true)
 	f.start()
 	f.mutate(20)
-	waitFor(t, "events stored without an acknowledgement", 60*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, n := f.stream(ctx)
-		return n >= 100
-	})
+	f.waitStoredUnacked(100)
 	f.kill()
-	streamConfig(false)
+	f.operatorStream(window, false)
 	// Back to schema 1: the records (the send mark among them) and the
 	// quarantine did not exist.
 	db, err := bolt.Open(f.state, 0o600, &bolt.Options{Timeout: 5 * time.Second})
@@ -358,4 +337,36 @@ func TestFaultReviewPreviousSchemaOutbox(t *testing.T) {
 	}
 	t.Logf("schema-1 file, lost acks, kill -9, NATS down at the start for %v (window %v): %d events checked, 0 doubled; look-ups: %v stored, %v not stored",
 		window+3*time.Second, window, n, stored, metricValue(m, `orderwatch_publish_dedup_lookups_total{result="not_stored"}`))
+}
+
+// operatorStream creates (or updates) the stream ORDERS as an operator
+// would, with the duplicate window given; noAck makes it store messages
+// without answering, as if every PubAck were lost.
+func (f *faultEnv) operatorStream(window time.Duration, noAck bool) {
+	f.t.Helper()
+	nc, err := nats.Connect(f.ns.ClientURL())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: "ORDERS", Subjects: []string{"orders.>"}, Storage: jetstream.FileStorage, Duplicates: window, NoAck: noAck,
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// waitStoredUnacked waits until the stream holds n events (stored without
+// an acknowledgement when the stream was created with noAck).
+func (f *faultEnv) waitStoredUnacked(n int) {
+	f.t.Helper()
+	waitFor(f.t, "events stored without an acknowledgement", 60*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, got := f.stream(ctx)
+		return got >= n
+	})
 }
