@@ -166,3 +166,28 @@ func TestWaitOfTheLatestExhaustedPeriod(t *testing.T) {
 		t.Errorf("restarted 10 s later: waits until %v (%v); want the day's reset", w.Until, ok)
 	}
 }
+
+// TestWaitFarResetNoOverflow (review): a -Calls-Reset in the far future
+// (the parser accepts up to 1e11, the year 5138) is farther than a
+// time.Duration reaches; a minute added to it must not wrap to a negative
+// wait that frees the caller at once, in the process that got the 429 or
+// in a restarted one.
+func TestWaitFarResetNoOverflow(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	h := http.Header{}
+	h.Set("Date", now.Format(http.TimeFormat))
+	h.Set(PrefixShort+"-Limit", "200")
+	h.Set(PrefixShort+"-Calls-Left", "0")
+	h.Set(PrefixShort+"-Calls-Reset", "99999999999")
+	h.Set("Retry-After", "40")
+	var told []Wait
+	p := NewPacer(PacerConfig{Now: func() time.Time { return now }, OnWait: func(w Wait) { told = append(told, w) }})
+	p.Observe(http.StatusTooManyRequests, ParseThrottle(h, now))
+	if got := p.NotBefore().Sub(now); got < 40*time.Second {
+		t.Errorf("waits %v; want the 40 s of the Retry-After", got)
+	}
+	p2 := NewPacer(PacerConfig{Now: func() time.Time { return now.Add(4 * time.Second) }})
+	if w, ok := p2.Restore(told...); !ok || w.Until.Sub(now) < 40*time.Second {
+		t.Errorf("restarted 4 s later: waits until %v (%v); want the rest of the 40 s", w.Until, ok)
+	}
+}

@@ -277,7 +277,7 @@ func (p *Pacer) observe(status int, t Throttle) {
 		if !reset.IsZero() && !t.ServerTime.IsZero() && reset.After(t.ServerTime) {
 			// Never past the period's own reset by more than a minute
 			// (a Retry-After of days): as a restored wait (Remaining).
-			d = min(d, reset.Sub(t.ServerTime)+time.Minute)
+			d = min(d, min(reset.Sub(t.ServerTime), maxWait)+time.Minute)
 		}
 		d = max(min(d, maxWait), time.Second)
 		until := now.Add(d)
@@ -369,7 +369,7 @@ func (p *Pacer) blockFor429(t Throttle, now time.Time) (time.Duration, string, t
 			if base.IsZero() {
 				base = now
 			}
-			if d := per.Reset.Sub(base); d > 0 {
+			if d := min(per.Reset.Sub(base), maxWait); d > 0 {
 				return d + time.Second, "429: the period resets at its -Calls-Reset", reset
 			}
 		}
@@ -476,7 +476,7 @@ func (w Wait) Remaining(now time.Time) time.Duration {
 		// A reset before the answer's own Date (a Date running ahead of
 		// the node that counts, a reset just passed) says nothing of
 		// this wait: the announced length bounds it.
-		d = min(d, w.Reset.Sub(w.ServerAt)+time.Minute-passed)
+		d = min(d, min(w.Reset.Sub(w.ServerAt), maxWait)+time.Minute-passed)
 	}
 	return max(d, 0)
 }
