@@ -370,3 +370,68 @@ func (f *faultEnv) waitStoredUnacked(n int) {
 		return got >= n
 	})
 }
+
+// TestFaultReviewCheckInsideWaits: the watcher is killed (-9) inside a
+// wait the service asked for, and an operator runs `watcher check` on its
+// state file before starting it again: check is bound by the persisted
+// waits like `watcher run` (no call into a 429's Retry-After, no login
+// into a session-limit hold; it says why it did not try).
+func TestFaultReviewCheckInsideWaits(t *testing.T) {
+	check := func(t *testing.T, f *faultEnv) string {
+		t.Helper()
+		cmd := exec.Command(watcherBin(t), "check")
+		cmd.Env = f.env
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	t.Run("Retry-After", func(t *testing.T) {
+		f := newFaultEnv(t, plentysim.Config{})
+		p := f.hostileProxy()
+		f.start()
+		waitReady(t, f.addr)
+		p.arm(func(w http.ResponseWriter) {
+			h := w.Header()
+			h.Set("Content-Type", "application/json")
+			h.Set("Retry-After", "60")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"error":{"message":"Too Many Requests","code":429}}`))
+		})
+		var at time.Time
+		select {
+		case at = <-p.hit:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no search within 30 s")
+		}
+		time.Sleep(time.Second)
+		f.kill()
+		from := time.Now()
+		out := check(t, f)
+		if n := p.between(from, at.Add(59*time.Second)); n != 0 {
+			t.Errorf("watcher check made %d calls inside the 60 s Retry-After:\n%s", n, out)
+		}
+		t.Logf("watcher check inside a 429's wait:\n%s", out)
+	})
+	t.Run("session limit", func(t *testing.T) {
+		f := newFaultEnv(t, plentysim.Config{})
+		for range 3 {
+			other, err := plenty.New(plenty.Config{BaseURL: f.srv.URL, Username: "demo", Password: "demo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Login(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.start()
+		waitFor(t, "the session-limit 429", 30*time.Second, func() bool { return f.sim.Stats().SessionLimit429 == 1 })
+		time.Sleep(time.Second)
+		f.kill()
+		out := check(t, f) // inside the pacer's wait for a 429 naming none (20 s)
+		time.Sleep(21 * time.Second)
+		out += check(t, f) // past it: inside the login guard's hold (5 min)
+		if st := f.sim.Stats(); st.SessionLimit429 != 1 || st.LoginCalls != 4 {
+			t.Errorf("after watcher check: %d logins, %d session-limit 429s; want 4 (3 others and the watcher's) and 1:\n%s", st.LoginCalls, st.SessionLimit429, out)
+		}
+		t.Logf("watcher check inside a session-limit hold:\n%s", out)
+	})
+}
