@@ -66,6 +66,26 @@ func (p *hostileProxy) arm(answer func(w http.ResponseWriter)) {
 	p.mu.Unlock()
 }
 
+// answer429 answers the next search with a 429 whose headers hdr sets,
+// and returns when it was answered.
+func (p *hostileProxy) answer429(t *testing.T, hdr func(h http.Header)) time.Time {
+	t.Helper()
+	p.arm(func(w http.ResponseWriter) {
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		hdr(h)
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"error":{"message":"Too Many Requests","code":429}}`))
+	})
+	select {
+	case at := <-p.hit:
+		return at
+	case <-time.After(30 * time.Second):
+		t.Fatal("no search within 30 s")
+	}
+	return time.Time{}
+}
+
 // between counts the requests that arrived in [from, to).
 func (p *hostileProxy) between(from, to time.Time) int {
 	p.mu.Lock()
@@ -112,24 +132,13 @@ func TestFaultReviewRestartInsideRetryAfter(t *testing.T) {
 			f.start()
 			waitReady(t, f.addr)
 			f.mutate(5)
-			p.arm(func(w http.ResponseWriter) {
-				now := time.Now()
-				h := w.Header()
-				h.Set("Content-Type", "application/json")
+			at := p.answer429(t, func(h http.Header) {
 				h.Set("Retry-After", tc.retry)
 				h.Set(plenty.PrefixShort+"-Limit", "200")
 				h.Set(plenty.PrefixShort+"-Calls-Left", "0")
 				h.Set(plenty.PrefixShort+"-Decay", "0")
-				tc.hdr(h, now)
-				w.WriteHeader(http.StatusTooManyRequests)
-				_, _ = w.Write([]byte(`{"error":{"message":"Too Many Requests","code":429}}`))
+				tc.hdr(h, time.Now())
 			})
-			var at time.Time
-			select {
-			case at = <-p.hit:
-			case <-time.After(30 * time.Second):
-				t.Fatal("no search within 30 s")
-			}
 			time.Sleep(4 * time.Second)
 			f.kill()
 			restarted := time.Now()
@@ -389,19 +398,7 @@ func TestFaultReviewCheckInsideWaits(t *testing.T) {
 		p := f.hostileProxy()
 		f.start()
 		waitReady(t, f.addr)
-		p.arm(func(w http.ResponseWriter) {
-			h := w.Header()
-			h.Set("Content-Type", "application/json")
-			h.Set("Retry-After", "60")
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(`{"error":{"message":"Too Many Requests","code":429}}`))
-		})
-		var at time.Time
-		select {
-		case at = <-p.hit:
-		case <-time.After(30 * time.Second):
-			t.Fatal("no search within 30 s")
-		}
+		at := p.answer429(t, func(h http.Header) { h.Set("Retry-After", "60") })
 		time.Sleep(time.Second)
 		f.kill()
 		from := time.Now()
@@ -413,15 +410,7 @@ func TestFaultReviewCheckInsideWaits(t *testing.T) {
 	})
 	t.Run("session limit", func(t *testing.T) {
 		f := newFaultEnv(t, plentysim.Config{})
-		for range 3 {
-			other, err := plenty.New(plenty.Config{BaseURL: f.srv.URL, Username: "demo", Password: "demo"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := other.Login(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-		}
+		f.otherSessions(3)
 		f.start()
 		waitFor(t, "the session-limit 429", 30*time.Second, func() bool { return f.sim.Stats().SessionLimit429 == 1 })
 		time.Sleep(time.Second)
@@ -434,4 +423,19 @@ func TestFaultReviewCheckInsideWaits(t *testing.T) {
 		}
 		t.Logf("watcher check inside a session-limit hold:\n%s", out)
 	})
+}
+
+// otherSessions logs the shop's other integrations in n times: they hold n
+// sessions of the service's limit.
+func (f *faultEnv) otherSessions(n int) {
+	f.t.Helper()
+	for range n {
+		other, err := plenty.New(plenty.Config{BaseURL: f.srv.URL, Username: "demo", Password: "demo"})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if err := other.Login(f.t.Context()); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 }
