@@ -247,8 +247,13 @@ func (c *Client) loadGuard() {
 		g.spacing = min(r.Spacing, max(c.cfg.LoginBackoff, c.cfg.LoginSpacing))
 	}
 	if r.NotBefore.After(now) {
+		// No wait of the guard is longer than the longest it sets: a
+		// record saying otherwise is damaged.
+		if longest := max(c.cfg.LoginBackoff, c.cfg.LoginSpacing); r.Wait <= 0 || r.Wait > longest {
+			r.Wait = longest
+		}
 		g.notBefore, g.wait = r.NotBefore, r.Wait
-		if r.Wait > 0 && r.NotBefore.Sub(now) > r.Wait {
+		if r.NotBefore.Sub(now) > r.Wait {
 			g.notBefore = now.Add(r.Wait)
 		}
 		reason := &restoredReason{text: r.Reason}

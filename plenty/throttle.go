@@ -98,14 +98,28 @@ func parsePeriod(h http.Header, prefix string) Period {
 	return p
 }
 
-// exhausted returns the first period with no calls left: the one a 429 is about.
+// exhausted returns the period with no calls left that resets last: the
+// one a 429 is about (with the short period and the day both spent, the
+// wait is the day's).
 func (t Throttle) exhausted() (Period, bool) {
+	base := t.ServerTime
+	if base.IsZero() {
+		base = t.Observed
+	}
+	ends := func(p Period) time.Duration {
+		if !p.Reset.IsZero() {
+			return p.Reset.Sub(base)
+		}
+		return p.Decay
+	}
+	var worst Period
+	found := false
 	for _, p := range []Period{t.Short, t.Route, t.Long} {
-		if p.Present && p.CallsLeft == 0 {
-			return p, true
+		if p.Present && p.CallsLeft == 0 && (!found || ends(p) > ends(worst)) {
+			worst, found = p, true
 		}
 	}
-	return Period{}, false
+	return worst, found
 }
 
 // PacerConfig tunes the Pacer.
@@ -260,7 +274,12 @@ func (p *Pacer) observe(status int, t Throttle) {
 	}
 	p.last = merged
 	block := func(d time.Duration, why string, reason WaitReason, reset time.Time) {
-		d = max(d, time.Second)
+		if !reset.IsZero() && !t.ServerTime.IsZero() && reset.After(t.ServerTime) {
+			// Never past the period's own reset by more than a minute
+			// (a Retry-After of days): as a restored wait (Remaining).
+			d = min(d, min(reset.Sub(t.ServerTime), maxWait)+time.Minute)
+		}
+		d = max(min(d, maxWait), time.Second)
 		until := now.Add(d)
 		if !until.After(p.notBefore) {
 			return
@@ -350,7 +369,7 @@ func (p *Pacer) blockFor429(t Throttle, now time.Time) (time.Duration, string, t
 			if base.IsZero() {
 				base = now
 			}
-			if d := per.Reset.Sub(base); d > 0 {
+			if d := min(per.Reset.Sub(base), maxWait); d > 0 {
 				return d + time.Second, "429: the period resets at its -Calls-Reset", reset
 			}
 		}
@@ -434,6 +453,12 @@ type Wait struct {
 	ServerAt time.Time `json:"serverAt,omitzero"`
 }
 
+// maxWait bounds every wait the service asks for: none of its periods is
+// longer than a day, so a wait past a day and a minute (a Retry-After of
+// days that names no reset, a -Decay of months) is a bad header, not a
+// reason to stay silent for days.
+const maxWait = 24*time.Hour + time.Minute
+
 // Remaining is how much of the wait a process must still wait at now,
 // guarded against a local clock that moved since it was measured: never
 // more than the service announced (less what has visibly passed), never
@@ -443,11 +468,15 @@ type Wait struct {
 func (w Wait) Remaining(now time.Time) time.Duration {
 	d := w.Until.Sub(now)
 	passed := max(now.Sub(w.Measured), 0)
+	d = min(d, maxWait-passed)
 	if w.Announced > 0 {
 		d = min(d, w.Announced-passed)
 	}
-	if !w.Reset.IsZero() && !w.ServerAt.IsZero() {
-		d = min(d, w.Reset.Sub(w.ServerAt)+time.Minute-passed)
+	if !w.Reset.IsZero() && !w.ServerAt.IsZero() && w.Reset.After(w.ServerAt) {
+		// A reset before the answer's own Date (a Date running ahead of
+		// the node that counts, a reset just passed) says nothing of
+		// this wait: the announced length bounds it.
+		d = min(d, min(w.Reset.Sub(w.ServerAt), maxWait)+time.Minute-passed)
 	}
 	return max(d, 0)
 }

@@ -188,6 +188,8 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 	}
 	r := b.rate()
 	long := th.Long
+	// The period resets within a day: a -Decay of months is a bad header.
+	long.Decay = min(long.Decay, longPeriod)
 	// What the service says is left bounds the pace too: share x calls left
 	// until the period resets, where that is clearly less than the refill
 	// (other integrations spent the day).
@@ -291,7 +293,7 @@ func (b *Budget) Restore(s BudgetState, now time.Time) {
 	}
 	b.refill(now, plenty.Throttle{})
 	if s.Gap > 0 && s.Next.After(now) {
-		b.next, b.gap = now.Add(min(s.Next.Sub(now), s.Gap)), s.Gap
+		b.next, b.gap = now.Add(min(s.Next.Sub(now), s.Gap, longPeriod+time.Minute)), s.Gap
 	}
 }
 

@@ -77,12 +77,15 @@ func (d *daemon) saveRecord(name string, v any) {
 
 // saveWait persists the pacer's pending wait whenever it changes (the
 // client's OnWait).
-func (d *daemon) saveWait(w plenty.Wait) {
+func (d *daemon) saveWait(w plenty.Wait) { d.saveRecord(recordWaits, newWaitsRecord(w)) }
+
+// newWaitsRecord is the record of the pending wait w (none: the zero Wait).
+func newWaitsRecord(w plenty.Wait) waitsRecord {
 	rec := waitsRecord{Waits: []plenty.Wait{}}
 	if !w.Until.IsZero() {
 		rec.Waits = append(rec.Waits, w)
 	}
-	d.saveRecord(recordWaits, rec)
+	return rec
 }
 
 // paused says why no call is made for now: the daily quota is spent (the

@@ -135,15 +135,25 @@ func writeScope(w io.Writer, sp diff.ScopeSplit) {
 func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store *state.Store, stdout io.Writer, report func(error, string, string)) {
 	report(nil, "state file "+cfg.StatePath+" (no watcher running on it)", "")
 	before, _ := store.LoadToken(ctx)
+	// Bound like `watcher run` by what the state file holds (the login
+	// guard, the service's pending wait), and leaving to it what it learns.
 	client, err := plenty.New(plenty.Config{
 		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
 		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
 		UserAgent: "orderwatch-check/" + version,
-		Tokens:    store, NoRenew: true, Retry: plenty.RetryConfig{MaxElapsed: 20 * time.Second},
+		Tokens:    store, Sessions: store, NoRenew: true, Retry: plenty.RetryConfig{MaxElapsed: 20 * time.Second},
+		OnWait: func(w plenty.Wait) { _ = store.SaveRecord(recordWaits, newWaitsRecord(w)) },
 	})
 	if err != nil {
 		report(err, "", "client")
 		return
+	}
+	var wr waitsRecord
+	if found, err := store.LoadRecord(recordWaits, &wr); err == nil && found {
+		if w, ok := client.Pacer().Restore(wr.Waits...); ok {
+			fmt.Fprintf(stdout, "WARN login and order search not tried: %s (%s); `watcher run` waits for it too\n", pausedText(w), w.Why)
+			return
+		}
 	}
 	err = client.Login(ctx)
 	after, _ := store.LoadToken(ctx)

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/plentysim"
 )
@@ -21,33 +17,12 @@ import (
 func TestFaultLostAckOutageLongerThanWindow(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{})
 	const window = 2 * time.Second
-	streamConfig := func(noAck bool) {
-		t.Helper()
-		nc, err := nats.Connect(f.ns.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name: "ORDERS", Subjects: []string{"orders.>"}, Storage: jetstream.FileStorage, Duplicates: window, NoAck: noAck,
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	streamConfig(true)
+	f.operatorStream(window, true)
 	f.start()
 	f.mutate(20)
-	waitFor(t, "events stored without an acknowledgement", 60*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, n := f.stream(ctx)
-		return n >= 100
-	})
+	f.waitStoredUnacked(100)
 	f.kill()
-	streamConfig(false) // acknowledgements work again after the outage
+	f.operatorStream(window, false) // acknowledgements work again after the outage
 	f.ns.Shutdown()
 	f.ns.WaitForShutdown()
 	outage := scale(window+2*time.Second, 30*time.Second)

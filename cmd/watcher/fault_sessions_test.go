@@ -129,15 +129,7 @@ func TestFaultSessionsRejectedTokensLostAnswers(t *testing.T) {
 // -fault-long waits for the login after it.
 func TestFaultSessionLimitWaitRestart(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{})
-	for range 3 {
-		other, err := plenty.New(plenty.Config{BaseURL: f.srv.URL, Username: "demo", Password: "demo"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := other.Login(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.otherSessions(3)
 	start := time.Now()
 	f.start()
 	waitFor(t, "the session-limit 429", 30*time.Second, func() bool { return f.sim.Stats().SessionLimit429 == 1 })
