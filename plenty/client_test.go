@@ -660,3 +660,21 @@ func TestLearnedSessionLimit(t *testing.T) {
 		t.Errorf("stats %+v: want one session at a time, no 429, 3 logins", st)
 	}
 }
+
+// Sessions shorter than RenewBefore are renewed at half their lifetime, not
+// before every call.
+func TestShortSessionsRenewedAtHalfLife(t *testing.T) {
+	e := newEnv(t, plentysim.Config{TokenTTL: 4 * time.Minute})
+	c := e.client(t, nil)
+	search(t, c, plenty.Query{})
+	for range 20 {
+		e.clk.Advance(10 * time.Second)
+		search(t, c, plenty.Query{})
+	}
+	// 200 s of calls every 10 s: the session (240 s) is renewed once it is
+	// past half its life (after 120 s), and the renewed one is fresh again.
+	st := e.sim.Stats()
+	if st.LoginCalls != 1 || st.RefreshCalls != 1 || st.Unauthorized401 != 0 {
+		t.Errorf("logins %d refreshes %d 401s %d for 21 searches; want 1, 1, 0", st.LoginCalls, st.RefreshCalls, st.Unauthorized401)
+	}
+}

@@ -362,7 +362,7 @@ func (c *Client) session(ctx context.Context) (Token, error) {
 			return Token{}, &LoginHeldError{Until: g.notBefore, Reason: g.reason}
 		}
 		if !c.cfg.NoRenew && !c.refreshRefused && c.token.RefreshToken != "" && !now.Before(c.refreshRetry) &&
-			!c.token.Valid(now, c.cfg.RenewBefore) && g.mayRenew(now) {
+			!c.token.Valid(now, c.renewBefore()) && g.mayRenew(now) {
 			c.refresh(ctx)
 		}
 		return c.token, nil
@@ -622,4 +622,14 @@ func (c *Client) LoginHeld() (until time.Time, reason error) {
 		return g.notBefore, g.reason
 	}
 	return time.Time{}, nil
+}
+
+// renewBefore is how close to its expiry a token is renewed: RenewBefore,
+// or half the sessions' lifetime when that is shorter (a service with
+// short sessions would otherwise be asked for a renewal before every call).
+func (c *Client) renewBefore() time.Duration {
+	if l := c.logins.lifetime; l > 0 && l/2 < c.cfg.RenewBefore {
+		return l / 2
+	}
+	return c.cfg.RenewBefore
 }
