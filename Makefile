@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults soak freshness
+.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness
 
 all: fmt vet test
 
@@ -56,11 +56,20 @@ sim:
 # (TestFaultSessionLimit*), every PubAck lost and NATS down longer than the
 # duplicate window (TestFaultLostAckOutageLongerThanWindow), a restart inside
 # a spent-quota wait, the resume after the reset and a restart storm
-# (TestFaultBudget*). All match -run 'TestFault'. `go test` runs a short
-# variant.
+# (TestFaultBudget*), the service's Date header 2 h ahead or behind for
+# minutes, a kill -9 inside the skew and the service's clock set back for good
+# (TestFaultClock*), the hot standby (TestFaultStandby). All match
+# -run 'TestFault'. A plain `go test` runs only the four quick scenarios
+# (TestFaultKill9, TestFaultNATSOutage, TestFaultSecondInstance,
+# TestFaultSIGTERMUnderLoad); every other one needs -args -faults (short
+# variants) or -args -fault-long (full length, implies -faults).
 faults:
 	$(GO) test -run 'TestFault' -v -timeout 90m ./cmd/watcher -args -fault-long
 	$(GO) test -run 'TestCrashConsistency' -v -timeout 30m ./poller -args -crash-cycles=60
+
+# The short variant of every fault scenario (about 25 minutes on two cores).
+faults-short:
+	$(GO) test -run 'TestFault' -v -timeout 60m ./cmd/watcher -args -faults
 
 # 30 minutes at three times a busy shop's change rate, a random fault every
 # minute; logs heap, goroutines and state file size each minute.

@@ -190,7 +190,7 @@ func TestFaultClockRestartInsideSkewBehind(t *testing.T) {
 // window, rewinds the watermark and forgets the earlier stamps. Nothing is
 // lost; the changes of that minute are published late. Orders change only
 // after the step (a change whose stamp lies below the order's previous one
-// is taken for a stale read: see docs/notes/clock.md).
+// is taken for a stale read: see docs/how-it-works.md, "The service's clock and the watermark").
 func TestFaultClockServiceSetBack(t *testing.T) {
 	var off atomic.Int64
 	simNow := func() time.Time { return time.Now().Add(time.Duration(off.Load())) }
