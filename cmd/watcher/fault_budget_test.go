@@ -21,9 +21,10 @@ import (
 // They run at the watcher's default configuration: newFaultEnv relaxes
 // POLL_INTERVAL (300ms), SETTLE, OVERLAP, CALL_SHARE (1), SHUTDOWN_TIMEOUT
 // and PLENTY_TIMEOUT for the other scenarios; defaultConfig sets them back
-// to their defaults (30s, 10s, 60s, 0.25, 20s, 30s). The service's daily
-// limit is set per scenario (newFaultEnv would lift it to 2^30 calls).
-var defaultConfig = []string{"WATCHER_POLL_INTERVAL=30s", "WATCHER_SETTLE=10s", "WATCHER_OVERLAP=60s", "WATCHER_CALL_SHARE=0.25",
+// to their defaults (timings derived: 0 is unset; share 0.25, 20s, 30s).
+// The service's daily limit is set per scenario (newFaultEnv would lift it
+// to 2^30 calls).
+var defaultConfig = []string{"WATCHER_POLL_INTERVAL=0", "WATCHER_SETTLE=0", "WATCHER_OVERLAP=0", "WATCHER_CALL_SHARE=0.25",
 	"WATCHER_SHUTDOWN_TIMEOUT=20s", "WATCHER_PLENTY_TIMEOUT=30s"}
 
 // callRecorder stands between the watcher and the simulator: it records

@@ -22,13 +22,13 @@ import (
 // interval 1s, settle 2s, overlap 3s) and the service's real limits, with
 // skews of 65 s (just past the minute; 30 s around a restart, whose new
 // process meets the skewed Date first). -fault-long runs skews of 5
-// minutes at the watcher's default interval, settle and overlap (30s, 10s,
-// 60s) and the default call share.
+// minutes at the watcher's default (derived) interval, settle and overlap
+// and the default call share.
 
 // clockFaultEnv is the configuration of the clock scenarios.
 func clockFaultEnv() []string {
 	if *faultLong {
-		return []string{"WATCHER_POLL_INTERVAL=30s", "WATCHER_SETTLE=10s", "WATCHER_OVERLAP=60s", "WATCHER_CALL_SHARE=0.25"}
+		return defaultConfig[:4] // the derived timings and the default share
 	}
 	return realEnv
 }
