@@ -625,10 +625,11 @@ func (c *Client) LoginHeld() (until time.Time, reason error) {
 }
 
 // renewBefore is how close to its expiry a token is renewed: RenewBefore,
-// or half the sessions' lifetime when that is shorter (a service with
-// short sessions would otherwise be asked for a renewal before every call).
+// or half the sessions' lifetime for sessions no longer than RenewBefore
+// (a service with short sessions would otherwise be asked for a renewal
+// before every call).
 func (c *Client) renewBefore() time.Duration {
-	if l := c.logins.lifetime; l > 0 && l/2 < c.cfg.RenewBefore {
+	if l := c.logins.lifetime; l > 0 && l <= c.cfg.RenewBefore {
 		return l / 2
 	}
 	return c.cfg.RenewBefore
