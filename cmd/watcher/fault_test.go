@@ -40,12 +40,19 @@ var faultsAll = flag.Bool("faults", false, "run every fault scenario (short vari
 
 // quickFaults are the scenarios the default `go test` runs: the core of
 // the delivery guarantee under kill -9, an outage, a second instance and
-// SIGTERM, a few seconds to a minute each.
+// SIGTERM, the failover of two replicas, a lost acknowledgement past the
+// duplicate window, a restart inside a Date skew, a spent daily quota and
+// unreadable records: a few seconds to a minute each.
 var quickFaults = map[string]bool{
-	"TestFaultKill9":            true,
-	"TestFaultNATSOutage":       true,
-	"TestFaultSecondInstance":   true,
-	"TestFaultSIGTERMUnderLoad": true,
+	"TestFaultKill9":                         true,
+	"TestFaultNATSOutage":                    true,
+	"TestFaultSecondInstance":                true,
+	"TestFaultSIGTERMUnderLoad":              true,
+	"TestFaultStandby":                       true,
+	"TestFaultLostAckOutageLongerThanWindow": true,
+	"TestFaultClockRestartInsideSkewAhead":   true,
+	"TestFaultDailyQuotaSpent":               true,
+	"TestFaultReviewCorruptRecords":          true,
 }
 
 // skipSlowFault skips a fault scenario that is not quick unless -faults
