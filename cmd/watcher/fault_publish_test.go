@@ -29,13 +29,23 @@ func TestFaultLostAckOutageLongerThanWindow(t *testing.T) {
 	time.Sleep(outage) // changes keep coming; the watcher is down too
 	f.startNATS()      // same port, same store dir
 	f.start()
-	f.quiesce()
-	n := f.check()
-	_, m := get("http://" + f.addr + "/metrics")
-	stored := metricValue(m, `orderwatch_publish_dedup_lookups_total{result="stored"}`)
-	if stored == 0 {
-		t.Error("no outbox entry was found in the stream before its re-send")
-	}
+	n, m := f.checkLookedUp()
 	t.Logf("lost acknowledgements, kill -9, NATS outage of %v (window %v): %d events checked, 0 doubled; look-ups: %v stored, %v not stored, %v duplicates acknowledged",
-		outage, window, n, stored, metricValue(m, `orderwatch_publish_dedup_lookups_total{result="not_stored"}`), metricValue(m, "orderwatch_publish_duplicates_total"))
+		outage, window, n, metricValue(m, `orderwatch_publish_dedup_lookups_total{result="stored"}`),
+		metricValue(m, `orderwatch_publish_dedup_lookups_total{result="not_stored"}`), metricValue(m, "orderwatch_publish_duplicates_total"))
+}
+
+// checkLookedUp quiesces and checks the invariants (check), and that an
+// outbox entry was found in the stream before its re-send (the look-up
+// past the duplicate window worked); it returns the events checked and
+// the watcher's metrics.
+func (f *faultEnv) checkLookedUp() (events int, metrics string) {
+	f.t.Helper()
+	f.quiesce()
+	events = f.check()
+	_, metrics = get("http://" + f.addr + "/metrics")
+	if metricValue(metrics, `orderwatch_publish_dedup_lookups_total{result="stored"}`) == 0 {
+		f.t.Error("no outbox entry was found in the stream before its re-send")
+	}
+	return events, metrics
 }
