@@ -59,10 +59,10 @@ sim:
 # (TestFaultBudget*), the service's Date header 2 h ahead or behind for
 # minutes, a kill -9 inside the skew and the service's clock set back for good
 # (TestFaultClock*), the hot standby (TestFaultStandby). All match
-# -run 'TestFault'. A plain `go test` runs only the four quick scenarios
-# (TestFaultKill9, TestFaultNATSOutage, TestFaultSecondInstance,
-# TestFaultSIGTERMUnderLoad); every other one needs -args -faults (short
-# variants) or -args -fault-long (full length, implies -faults).
+# -run 'TestFault'. A plain `go test` runs only the nine quick scenarios
+# (quickFaults in cmd/watcher/fault_test.go); every other one needs
+# -args -faults (short variants) or -args -fault-long (full length,
+# implies -faults).
 faults:
 	$(GO) test -run 'TestFault' -v -timeout 90m ./cmd/watcher -args -fault-long
 	$(GO) test -run 'TestCrashConsistency' -v -timeout 30m ./poller -args -crash-cycles=60
