@@ -70,10 +70,6 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 	if cfg.PollInterval <= 0 {
 		d.gap.Store(int64(poller.DefaultGap)) // derived: until the first sweep says
 	}
-	d.timings = poller.NewTimings(poller.TimingsConfig{
-		Settle: cfg.Settle, Overlap: cfg.Overlap, Records: d.store, Logger: log.With("component", "timings"),
-	})
-
 	var m *metrics
 	scope, _ := cfg.scope()
 	d.nc, err = publisher.Connect(publisher.ConnConfig{
@@ -124,7 +120,7 @@ func newDaemon(cfg *Config, log *slog.Logger) (_ *daemon, err error) {
 		pending:      func() (plenty.Wait, bool) { return d.cl().Pacer().Pending() },
 		startFrom:    cfg.StartFrom.Time(time.Now()),
 		quarantined:  d.quarantined,
-		timings:      d.timings.InForce,
+		timings:      func() poller.InForce { return d.tm().InForce() },
 	})
 	d.metrics = m
 	if st, err := d.store.Stats(); err == nil && st.BaselineDone {
@@ -188,11 +184,23 @@ func (d *daemon) newWorkers() error {
 	if err != nil {
 		return configErr("%v", err)
 	}
+	// The timings read the measured late arrivals from the state file: at a
+	// takeover, the group's (restored from the checkpoint).
+	timings := poller.NewTimings(poller.TimingsConfig{
+		Settle: cfg.Settle, Overlap: cfg.Overlap, Records: d.store, Logger: d.log.With("component", "timings"),
+	})
 	d.wmu.Lock()
-	d.client, d.poll = client, poll
+	d.client, d.poll, d.timings = client, poll, timings
 	d.wmu.Unlock()
 	d.restoreBudget() // budget.go: the budget and the pacer's waits from the state file
 	return nil
+}
+
+// tm is the current timings (replaced at a takeover).
+func (d *daemon) tm() *poller.Timings {
+	d.wmu.RLock()
+	defer d.wmu.RUnlock()
+	return d.timings
 }
 
 // cl is the current client (replaced at a takeover).
@@ -241,7 +249,7 @@ func (d *daemon) run(ctx context.Context) error {
 // the outbox (bounded by the same timeout); it returns the entries left.
 func (d *daemon) startWorkers(ctx context.Context) (stop func(flush bool) int) {
 	d.wmu.RLock()
-	client, poll, budget := d.client, d.poll, d.budget
+	client, poll, budget, timings := d.client, d.poll, d.budget, d.timings
 	d.wmu.RUnlock()
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -252,7 +260,7 @@ func (d *daemon) startWorkers(ctx context.Context) (stop func(flush bool) int) {
 		defer d.sweepAlive.Store(false)
 		_ = poll.Run(ctx, poller.RunConfig{
 			Interval: d.cfg.PollInterval, CallShare: d.cfg.CallShare,
-			Throttle: client.Throttle, OnSweep: d.onSweep, Timings: d.timings,
+			Throttle: client.Throttle, OnSweep: d.onSweep, Timings: timings,
 			Budget: budget, Calls: client.Calls, OnBudget: d.saveBudget,
 		})
 	}()

@@ -17,12 +17,7 @@ import (
 func TestFaultLostAckOutageLongerThanWindow(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{})
 	const window = 2 * time.Second
-	f.operatorStream(window, true)
-	f.start()
-	f.mutate(20)
-	f.waitStoredUnacked(100)
-	f.kill()
-	f.operatorStream(window, false) // acknowledgements work again after the outage
+	f.killWithAcksLost(window)
 	f.ns.Shutdown()
 	f.ns.WaitForShutdown()
 	outage := scale(window+2*time.Second, 30*time.Second)
@@ -33,6 +28,20 @@ func TestFaultLostAckOutageLongerThanWindow(t *testing.T) {
 	t.Logf("lost acknowledgements, kill -9, NATS outage of %v (window %v): %d events checked, 0 doubled; look-ups: %v stored, %v not stored, %v duplicates acknowledged",
 		outage, window, n, metricValue(m, `orderwatch_publish_dedup_lookups_total{result="stored"}`),
 		metricValue(m, `orderwatch_publish_dedup_lookups_total{result="not_stored"}`), metricValue(m, "orderwatch_publish_duplicates_total"))
+}
+
+// killWithAcksLost runs the watcher on an operator's stream with a short
+// duplicate window whose acknowledgements are lost, under changes, until
+// events are stored but unacknowledged, kills it (-9), and lets the stream
+// acknowledge again.
+func (f *faultEnv) killWithAcksLost(window time.Duration) {
+	f.t.Helper()
+	f.operatorStream(window, true)
+	f.start()
+	f.mutate(20)
+	f.waitStoredUnacked(100)
+	f.kill()
+	f.operatorStream(window, false)
 }
 
 // checkLookedUp quiesces and checks the invariants (check), and that an

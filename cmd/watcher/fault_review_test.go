@@ -309,12 +309,7 @@ func TestFaultReviewQuarantineHealsWhileDown(t *testing.T) {
 func TestFaultReviewPreviousSchemaOutbox(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{}, "WATCHER_LEASE=false")
 	const window = 2 * time.Second
-	f.operatorStream(window, true)
-	f.start()
-	f.mutate(20)
-	f.waitStoredUnacked(100)
-	f.kill()
-	f.operatorStream(window, false)
+	f.killWithAcksLost(window)
 	// Back to schema 1: the records (the send mark among them) and the
 	// quarantine did not exist.
 	db, err := bolt.Open(f.state, 0o600, &bolt.Options{Timeout: 5 * time.Second})

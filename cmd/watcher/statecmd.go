@@ -145,7 +145,7 @@ func (d *daemon) serveStateReport(w http.ResponseWriter, _ *http.Request) {
 	}
 	rep.Paused = newPausedReport(d.cl().Pacer().Pending()) // the running process's view
 	rep.Lease = d.leaseReport()
-	rep.Timings = newTimingsReport(d.timings.InForce())
+	rep.Timings = newTimingsReport(d.tm().InForce())
 	writeJSON(w, rep)
 }
 
