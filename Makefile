@@ -20,7 +20,7 @@ bench:
 
 # Each fuzz target for FUZZTIME; new interesting inputs land in testdata/fuzz.
 fuzz:
-	@for pkg in ./plenty ./plentysim ./diff ./state; do \
+	@for pkg in ./plenty ./plenty/order ./plentysim ./diff ./state; do \
 		for t in $$($(GO) test -list='^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "== $$pkg $$t"; $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 		done; \

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // Routes as labelled in CallInfo (and so in metrics).
@@ -132,7 +134,7 @@ type Client struct {
 	pacer  *Pacer
 
 	sessMu         sync.Mutex // held while a token is obtained: one login or renewal in flight at most
-	token          Token
+	token          order.Token
 	tokenLoaded    bool
 	logins         loginGuard
 	refreshRefused bool      // the service does not renew tokens: re-login on expiry
@@ -285,7 +287,7 @@ func (c *Client) ClockTrouble() string {
 // SearchOrders fetches one page of order search: GET with simple filters,
 // POST when q.Complex is set. Retryable failures are retried with backoff;
 // the page is decoded (bad entries reported in Page.Bad).
-func (c *Client) SearchOrders(ctx context.Context, q Query) (*Page, error) {
+func (c *Client) SearchOrders(ctx context.Context, q order.Query) (*order.Page, error) {
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("search orders: %w", err)
 	}
@@ -297,12 +299,12 @@ func (c *Client) SearchOrders(ctx context.Context, q Query) (*Page, error) {
 			return nil, fmt.Errorf("search orders: encode filter: %w", err)
 		}
 	}
-	var page *Page
+	var page *order.Page
 	err := c.call(ctx, request{
 		op: "search orders", route: RouteSearch, method: method,
 		path: "/rest/orders/search", query: q.Values(), body: body, auth: true,
 		decode: func(b []byte) (err error) {
-			page, err = DecodePage(b)
+			page, err = order.DecodePage(b)
 			return err
 		},
 	})
@@ -315,8 +317,8 @@ func (c *Client) SearchOrders(ctx context.Context, q Query) (*Page, error) {
 // Pages iterates over the pages of a search from q.Page (default 1) to the
 // last, trusting the envelope's page numbers, never the requested size. It
 // stops after the first error, which it yields.
-func (c *Client) Pages(ctx context.Context, q Query) iter.Seq2[*Page, error] {
-	return func(yield func(*Page, error) bool) {
+func (c *Client) Pages(ctx context.Context, q order.Query) iter.Seq2[*order.Page, error] {
+	return func(yield func(*order.Page, error) bool) {
 		if q.Page <= 0 {
 			q.Page = 1
 		}
@@ -373,7 +375,7 @@ func (c *Client) call(ctx context.Context, r request) error {
 		if err := c.pacer.Wait(ctx); err != nil {
 			return fmt.Errorf("%s: %w", r.op, err)
 		}
-		var tok Token
+		var tok order.Token
 		if r.auth {
 			var err error
 			before := c.sent.Load()

@@ -21,12 +21,13 @@ import (
 
 	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/state"
 )
 
 // Client is what the sweep needs of the service client.
 type Client interface {
-	SearchOrders(ctx context.Context, q plenty.Query) (*plenty.Page, error)
+	SearchOrders(ctx context.Context, q order.Query) (*order.Page, error)
 	ServerNow() (time.Time, bool)
 }
 
@@ -73,8 +74,8 @@ type Config struct {
 	// filters make the sweep use POST search. Both are sent to the service:
 	// only filters on fields that never change belong here (see
 	// diff.SplitScope).
-	Scope        []plenty.Filter
-	ScopeComplex *plenty.Group
+	Scope        []order.Filter
+	ScopeComplex *order.Group
 	// ScopeLocal is the part of the scope evaluated on before and after of
 	// every change (statusId, lockStatus, ...): an order leaving it is
 	// published. nil: none.
@@ -310,7 +311,7 @@ func New(client Client, store Store, cfg Config) (*Poller, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = plenty.Sleep
 	}
-	q := plenty.Query{Filters: cfg.Scope, Complex: cfg.ScopeComplex}
+	q := order.Query{Filters: cfg.Scope, Complex: cfg.ScopeComplex}
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("poller: scope filter: %w", err)
 	}

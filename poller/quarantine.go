@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -101,14 +102,14 @@ func (s *sweep) retryBatch(ctx context.Context, batch []state.Quarantined) error
 		return err
 	}
 	cfg := s.p.cfg
-	ids := make([]plenty.Value, len(batch))
+	ids := make([]order.Value, len(batch))
 	want := make(map[int64]bool, len(batch))
 	for i, q := range batch {
-		ids[i] = plenty.Int(q.OrderID)
+		ids[i] = order.Int(q.OrderID)
 		want[q.OrderID] = true
 	}
-	filters := append(append(make([]plenty.Filter, 0, len(cfg.Scope)+1), cfg.Scope...), plenty.In("orderId", ids...))
-	q := plenty.Query{
+	filters := append(append(make([]order.Filter, 0, len(cfg.Scope)+1), cfg.Scope...), order.In("orderId", ids...))
+	q := order.Query{
 		Filters: filters, Complex: cfg.ScopeComplex,
 		SortBy: "orderId", SortOrder: "asc",
 		ItemsPerPage: max(cfg.ItemsPerPage, len(batch)),
@@ -178,7 +179,7 @@ func (s *sweep) retryBatch(ctx context.Context, batch []state.Quarantined) error
 // noteBad handles a page's undecodable entries by policy and returns how
 // many of them hold the watermark before the slice: with skip none, with
 // quarantine the ones whose id cannot be read.
-func (s *sweep) noteBad(page *plenty.Page) int {
+func (s *sweep) noteBad(page *order.Page) int {
 	s.st.BadEntries += len(page.Bad)
 	held := 0
 	for _, b := range page.Bad {
@@ -210,7 +211,7 @@ func (s *sweep) holdBad(at time.Time, err error) {
 
 // quarantine notes an undecodable entry of order id in the pending commit,
 // and logs when the order enters the quarantine.
-func (s *sweep) quarantine(b plenty.EntryError, id int64) {
+func (s *sweep) quarantine(b order.EntryError, id int64) {
 	now := s.p.cfg.Now()
 	stamp, updatedAt := rawUpdatedAt(b.Raw)
 	if !stamp.IsZero() {
@@ -238,7 +239,7 @@ func (s *sweep) quarantine(b plenty.EntryError, id int64) {
 
 // release takes the decoded orders that were quarantined out of the
 // quarantine (in the pending commit, with their diffed state).
-func (s *sweep) release(orders []plenty.Order, why string) {
+func (s *sweep) release(orders []order.Order, why string) {
 	if len(s.p.quarantined) == 0 {
 		return
 	}
@@ -259,7 +260,7 @@ func (s *sweep) releaseID(id int64, why string) {
 
 // entryID reads the id of an undecodable entry: a positive integer, as a
 // number or a numeric string.
-func entryID(b plenty.EntryError) (int64, bool) {
+func entryID(b order.EntryError) (int64, bool) {
 	id, err := strconv.ParseInt(strings.Trim(b.ID, `"`), 10, 64)
 	return id, err == nil && id > 0
 }
@@ -277,7 +278,7 @@ func excerpt(raw []byte) string {
 // zero and "" when it cannot be read either.
 func rawUpdatedAt(raw []byte) (time.Time, string) {
 	var probe struct {
-		UpdatedAt plenty.Time `json:"updatedAt"`
+		UpdatedAt order.Time `json:"updatedAt"`
 	}
 	if json.Unmarshal(raw, &probe) != nil || probe.UpdatedAt.IsZero() {
 		return time.Time{}, ""

@@ -41,7 +41,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // SchemaVersion is the layout version this binary writes. Older files are
@@ -822,12 +822,13 @@ type storedToken struct {
 }
 
 // LoadToken returns the persisted session token, or the zero Token. It
-// implements plenty.TokenStore.
-func (s *Store) LoadToken(ctx context.Context) (plenty.Token, error) {
+// implements plenty.TokenStore (checked in token_test.go: state does not
+// import the HTTP client).
+func (s *Store) LoadToken(ctx context.Context) (order.Token, error) {
 	if err := ctx.Err(); err != nil {
-		return plenty.Token{}, err
+		return order.Token{}, err
 	}
-	var t plenty.Token
+	var t order.Token
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketMeta).Get(keyToken)
 		if v == nil {
@@ -837,23 +838,23 @@ func (s *Store) LoadToken(ctx context.Context) (plenty.Token, error) {
 		if err := json.Unmarshal(v, &st); err != nil {
 			return corruptError(s.path, fmt.Errorf("token: %w", err))
 		}
-		t = plenty.Token(st)
+		t = order.Token(st)
 		return nil
 	})
 	if err != nil {
-		return plenty.Token{}, fmt.Errorf("load token from state file %s: %w", s.path, err)
+		return order.Token{}, fmt.Errorf("load token from state file %s: %w", s.path, err)
 	}
 	return t, nil
 }
 
 // SaveToken persists the session token; the zero Token clears it.
-func (s *Store) SaveToken(ctx context.Context, t plenty.Token) error {
+func (s *Store) SaveToken(ctx context.Context, t order.Token) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	err := s.update(false, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if t == (plenty.Token{}) {
+		if t == (order.Token{}) {
 			return meta.Delete(keyToken)
 		}
 		v, err := json.Marshal(storedToken(t))
@@ -867,8 +868,6 @@ func (s *Store) SaveToken(ctx context.Context, t plenty.Token) error {
 	}
 	return nil
 }
-
-var _ plenty.TokenStore = (*Store)(nil)
 
 // Stats describes the file for `watcher state` and metrics.
 type Stats struct {
