@@ -28,7 +28,12 @@ import (
 // Client is what the sweep needs of the service client.
 type Client interface {
 	SearchOrders(ctx context.Context, q order.Query) (*order.Page, error)
+	// ServerNow is the Date estimate the window follows.
 	ServerNow() (time.Time, bool)
+	// DateNow is what the latest Date headers say even while the client
+	// distrusts them: a clock set back is then looked for at once rather
+	// than after the client follows the new Date (see latestDate).
+	DateNow() (time.Time, bool)
 }
 
 // Store is what the sweep needs of the state file.
@@ -41,7 +46,16 @@ type Store interface {
 	RewindWatermark(t time.Time) error
 	// Quarantine lists the quarantined orders (Commit notes and releases them).
 	Quarantine() ([]state.Quarantined, error)
+	// RecordStore keeps the clock evidence across a restart (clockRecord):
+	// without it a restart inside a skewed Date would lose the bound that
+	// keeps the watermark below the service's clock.
+	RecordStore
 }
+
+var (
+	_ Client = (*plenty.Client)(nil)
+	_ Store  = (*state.Store)(nil)
+)
 
 // BadEntryPolicy says what a sweep does with an entry it cannot decode.
 type BadEntryPolicy string
