@@ -354,8 +354,23 @@ type request struct {
 	salvage func([]byte)
 }
 
+// oneAttemptKey marks a context of OneAttempt.
+type oneAttemptKey struct{}
+
+// OneAttempt returns a context under which a call of the client makes one
+// attempt: a failure it would retry with backoff (a 5xx, a network error,
+// a 429, a body that does not decode) is returned at once. It is for a
+// caller that has a retry of its own and better work to do meanwhile (the
+// poller's retry of quarantined orders by id backs off per order, and the
+// sweep's window is not to wait for it). Pacing and a login again after a
+// rejected token are as for any call.
+func OneAttempt(ctx context.Context) context.Context {
+	return context.WithValue(ctx, oneAttemptKey{}, true)
+}
+
 // call makes the request with pacing, the session, and retries.
 func (c *Client) call(ctx context.Context, r request) error {
+	oneAttempt, _ := ctx.Value(oneAttemptKey{}).(bool)
 	b := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(c.cfg.Retry.Initial),
 		backoff.WithMaxInterval(c.cfg.Retry.Max),
@@ -432,6 +447,9 @@ func (c *Client) call(ctx context.Context, r request) error {
 				return apiErr
 			}
 			err = apiErr
+		}
+		if oneAttempt {
+			return fmt.Errorf("%s: one attempt: %w", r.op, err)
 		}
 		wait := bo.NextBackOff()
 		if wait == backoff.Stop {

@@ -125,7 +125,9 @@ type Config struct {
 	// quarantined orders by id, 50 orders a call [1].
 	QuarantineCalls int
 	// QuarantineRetryEvery is how long a quarantined order rests after a
-	// read found it undecodable before it is retried by id [30s].
+	// read found it undecodable before it is retried by id [30s]. A retry
+	// the service answers with an error doubles the order's rest, up to
+	// 30 minutes (quarantineBackoffMax).
 	QuarantineRetryEvery time.Duration
 
 	// OutboxWait is how long the sweep waits before trying a commit again

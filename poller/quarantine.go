@@ -36,6 +36,12 @@ const quarantineIDsPerCall = 50
 // excerptBytes bounds the raw entry kept in a quarantine record.
 const excerptBytes = 300
 
+// quarantineBackoffMax caps the rest of an order whose retries by id keep
+// failing (the service answers 404, 403 or 500 for it): the rest doubles
+// from QuarantineRetryEvery with each failure in a row, up to this (or
+// QuarantineRetryEvery when that is longer).
+const quarantineBackoffMax = 30 * time.Minute
+
 // errByIDIgnored: a search by orderId=in: answered with other orders.
 var errByIDIgnored = errors.New("the service ignores the filter orderId=in:")
 
@@ -54,22 +60,27 @@ func (s *sweep) loadQuarantine() ([]state.Quarantined, error) {
 }
 
 // retryQuarantined asks the service again, by id, for the quarantined
-// orders not read for QuarantineRetryEvery, at most QuarantineCalls calls
-// (the ones tried longest ago first). A failed retry does not fail the
-// sweep: the orders stay quarantined and the next sweep tries again.
+// orders that are due (see due), at most QuarantineCalls calls (the ones
+// tried longest ago first). A failed retry does not fail the sweep: the
+// orders stay quarantined, each backs off (the rest doubles, see
+// quarantineBackoffMax), and the call makes one attempt (plenty.OneAttempt):
+// the window is read next, not after the client's retries.
+//
+// A recheck with a call budget (the probe of late arrivals) retries
+// nothing: it spends its calls on its window, and the sweeps retry.
 func (s *sweep) retryQuarantined(ctx context.Context) error {
 	qs, err := s.loadQuarantine()
 	if err != nil {
 		return err
 	}
 	cfg := s.p.cfg
-	if cfg.BadEntries != BadEntryQuarantine || len(qs) == 0 || s.p.byIDIgnored {
+	if cfg.BadEntries != BadEntryQuarantine || len(qs) == 0 || s.p.byIDIgnored || s.maxCalls > 0 {
 		return nil
 	}
 	due := qs[:0]
 	now := cfg.Now()
 	for _, q := range qs {
-		if now.Sub(q.LastSeen) >= cfg.QuarantineRetryEvery || q.LastSeen.After(now) {
+		if s.due(q, now) {
 			due = append(due, q)
 		}
 	}
@@ -88,11 +99,46 @@ func (s *sweep) retryQuarantined(ctx context.Context) error {
 				"err", err)
 			return s.flush(nil)
 		default:
-			s.p.log.Warn("retrying quarantined orders by id failed; the next sweep tries again", "orders", len(batch), "err", err)
+			rest := s.backOff(batch, now)
+			s.p.log.Warn("retrying quarantined orders by id failed; they are retried after a rest that doubles with each failure", "orders", len(batch), "rest", rest.String(), "err", err)
 			return s.flush(nil)
 		}
 	}
 	return s.flush(nil)
+}
+
+// due reports whether a quarantined order is to be retried at now: its
+// backoff has passed after a failed retry, else QuarantineRetryEvery has
+// since a read found it undecodable. A time in the future beyond any rest
+// (the local clock was set back) makes it due.
+func (s *sweep) due(q state.Quarantined, now time.Time) bool {
+	every := s.p.cfg.QuarantineRetryEvery
+	if !q.RetryNotBefore.IsZero() {
+		return !now.Before(q.RetryNotBefore) || q.RetryNotBefore.Sub(now) > max(quarantineBackoffMax, every)
+	}
+	return now.Sub(q.LastSeen) >= every || q.LastSeen.After(now)
+}
+
+// backOff notes a failed retry of batch in the pending commit: each order
+// rests QuarantineRetryEvery doubled with each failure in a row, capped at
+// quarantineBackoffMax. It returns the longest rest.
+func (s *sweep) backOff(batch []state.Quarantined, now time.Time) time.Duration {
+	every := s.p.cfg.QuarantineRetryEvery
+	limit := max(quarantineBackoffMax, every)
+	var longest time.Duration
+	for _, q := range batch {
+		failures := q.RetryFailures + 1
+		rest := every
+		for i := 1; i < failures && rest < limit; i++ {
+			rest *= 2
+		}
+		rest = min(rest, limit)
+		longest = max(longest, rest)
+		s.pending.Quarantine = append(s.pending.Quarantine, state.QuarantineOp{
+			OrderID: q.OrderID, RetryFailed: &state.RetryFailure{Failures: failures, NotBefore: now.Add(rest)},
+		})
+	}
+	return longest
 }
 
 // retryBatch reads the orders of batch by id, diffs the ones that decode
@@ -115,7 +161,7 @@ func (s *sweep) retryBatch(ctx context.Context, batch []state.Quarantined) error
 		ItemsPerPage: max(cfg.ItemsPerPage, len(batch)),
 		With:         cfg.With, LazyLoaded: cfg.LazyLoaded,
 	}
-	page, err := s.p.client.SearchOrders(ctx, q)
+	page, err := s.p.client.SearchOrders(plenty.OneAttempt(ctx), q)
 	if err != nil {
 		s.called(0)
 		var apiErr *plenty.APIError
