@@ -30,8 +30,28 @@ type Checkpoint struct {
 	Records      map[string]json.RawMessage `json:"records,omitempty"`
 	// Quarantine is the active's quarantine of undecodable orders: its
 	// watermark has passed them, so a replica taking over must retry them.
-	Quarantine []Quarantined `json:"quarantine,omitempty"`
+	// It holds the first CheckpointQuarantineMax records (by order id) as
+	// they are, and QuarantineIDs the ids of the next
+	// CheckpointQuarantineIDsMax: a checkpoint must fit in one NATS message
+	// (1 MB by default), and a record with its excerpt takes some 650
+	// bytes. A replica taking over retries those orders by id at once and
+	// learns their reasons again; orders beyond both bounds are not carried
+	// (each leaves the new active's sight until a later change of it is
+	// read, decodable or not).
+	Quarantine    []Quarantined `json:"quarantine,omitempty"`
+	QuarantineIDs []int64       `json:"quarantineIds,omitempty"`
 }
+
+// Bounds of the quarantine a checkpoint carries (see Checkpoint): about
+// 130 kB of records and at most 400 kB of ids (20 bytes each).
+const (
+	CheckpointQuarantineMax    = 200
+	CheckpointQuarantineIDsMax = 20000
+)
+
+// carriedByID is the reason of a quarantined order restored from a
+// checkpoint's QuarantineIDs.
+const carriedByID = "carried by id in the group's checkpoint: the next retry says why"
 
 // Checkpoint reads the bookkeeping and every record in one read
 // transaction. quiet is true when the outbox was empty at that moment:
@@ -53,8 +73,20 @@ func (s *Store) Checkpoint() (c Checkpoint, quiet bool, err error) {
 		}); err != nil {
 			return err
 		}
-		c.Quarantine, err = s.readQuarantine(tx)
-		return err
+		qs, err := s.readQuarantine(tx)
+		if err != nil {
+			return err
+		}
+		if len(qs) > CheckpointQuarantineMax {
+			rest := qs[CheckpointQuarantineMax:min(len(qs), CheckpointQuarantineMax+CheckpointQuarantineIDsMax)]
+			c.QuarantineIDs = make([]int64, len(rest))
+			for i, q := range rest {
+				c.QuarantineIDs[i] = q.OrderID
+			}
+			qs = qs[:CheckpointQuarantineMax]
+		}
+		c.Quarantine = qs
+		return nil
 	})
 	if err != nil {
 		return Checkpoint{}, false, fmt.Errorf("checkpoint of state file %s: %w", s.path, err)
@@ -122,9 +154,13 @@ func (s *Store) RestoreCheckpoint(c Checkpoint, own func(name string) bool) erro
 		if _, err := tx.CreateBucket(bucketQuarantine); err != nil {
 			return err
 		}
-		ops := make([]QuarantineOp, len(c.Quarantine))
+		ops := make([]QuarantineOp, 0, len(c.Quarantine)+len(c.QuarantineIDs))
 		for i := range c.Quarantine {
-			ops[i] = QuarantineOp{OrderID: c.Quarantine[i].OrderID, Entry: &c.Quarantine[i]}
+			ops = append(ops, QuarantineOp{OrderID: c.Quarantine[i].OrderID, Entry: &c.Quarantine[i]})
+		}
+		for _, id := range c.QuarantineIDs {
+			// No LastSeen: due for a retry at once.
+			ops = append(ops, QuarantineOp{OrderID: id, Entry: &Quarantined{Reason: carriedByID}})
 		}
 		return putQuarantine(tx, ops)
 	})
