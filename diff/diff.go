@@ -17,7 +17,7 @@ import (
 )
 
 // State is the tracked state of an order: what the snapshot keeps and what an
-// event carries as before/after.
+// event carries as before/after, and when the order entered its status.
 type State struct {
 	StatusID   order.Decimal
 	LockStatus string
@@ -28,6 +28,41 @@ type State struct {
 	LocationID order.FlexString
 	CreatedAt  order.Time
 	UpdatedAt  order.Time
+	// StatusSince is when the order entered StatusID, as far as the
+	// snapshot knows (EnteredStatus gives the rule): the snapshot's own
+	// bookkeeping, not a tracked value. Events do not carry it (Encode
+	// leaves it out, DecodeEvent returns it zero), Same ignores it, and
+	// StateOf leaves it zero. Zero is unknown: Since reads it as UpdatedAt.
+	StatusSince order.Time
+}
+
+// Since is StatusSince, or UpdatedAt when StatusSince is unknown (zero).
+func (s State) Since() order.Time {
+	if s.StatusSince.IsZero() {
+		return s.UpdatedAt
+	}
+	return s.StatusSince
+}
+
+// EnteredStatus is the StatusSince of next, the state that follows prev
+// (nil: the order is seen for the first time). The service tells no time of
+// a status change, so the times are bounds read from updatedAt:
+//
+//   - first sight (first sync, discovered, created): next.UpdatedAt. The
+//     order entered its status no later than that; it may have been in it
+//     long before.
+//   - status changed (by numeric value): next.UpdatedAt. The change happened
+//     no later than that: changes between two sweeps collapse into one, and
+//     an edit after the change moves updatedAt on.
+//   - status unchanged: prev.Since(), whatever else changed.
+//
+// So an age measured from StatusSince is a lower bound of the time the
+// order has really been in its status.
+func EnteredStatus(prev *State, next State) order.Time {
+	if prev == nil || !prev.StatusID.Equal(next.StatusID) {
+		return next.UpdatedAt
+	}
+	return prev.Since()
 }
 
 // StateOf returns the tracked state of an entry.
@@ -47,7 +82,8 @@ func StateOf(o order.Order) State {
 
 // Same reports whether two states hold the same tracked values: decimals by
 // numeric value, times by instant and rendered offset. A stored state that is
-// Same as the entry's needs no write.
+// Same as the entry's needs no write. StatusSince is not compared (it follows
+// from the tracked values, see EnteredStatus).
 func (s State) Same(o State) bool {
 	return s.StatusID.Equal(o.StatusID) &&
 		s.LockStatus == o.LockStatus &&
@@ -121,8 +157,8 @@ type Options struct {
 // Decide is the whole decision for one entry o, given prev, the snapshot's
 // state of the order (nil when the order was never seen).
 //
-// next is the state the snapshot holds afterwards; store says whether it must
-// be written. An entry older than the snapshot (updatedAt strictly before it)
+// next is the state the snapshot holds afterwards, its StatusSince set by
+// EnteredStatus; store says whether it must be written. An entry older than the snapshot (updatedAt strictly before it)
 // is stale: it changes nothing (next == *prev, store false, no events), so the
 // snapshot never regresses. Events come in a fixed order: created or
 // discovered, or else status_changed, lock_changed, updated.
@@ -133,6 +169,7 @@ type Options struct {
 // before or after them.
 func Decide(prev *State, o order.Order, opt Options) (next State, store bool, events []Event) {
 	next = StateOf(o)
+	next.StatusSince = EnteredStatus(prev, next)
 	if prev == nil {
 		if !opt.Scope.Match(o.ID, &next) {
 			return next, false, nil

@@ -155,14 +155,14 @@ func TestDecide(t *testing.T) {
 			switch {
 			case stale && !reflect.DeepEqual(next, *tc.prev):
 				t.Errorf("stale: next = %+v, want the previous state", next)
-			case !stale && !reflect.DeepEqual(next, StateOf(o)):
+			case !stale && !reflect.DeepEqual(tracked(next), StateOf(o)):
 				t.Errorf("next = %+v, want the entry's state", next)
 			}
 			if tc.prev != nil && !reflect.DeepEqual(*tc.prev, prevCopy) {
 				t.Errorf("Decide modified prev")
 			}
 			for _, e := range events {
-				if e.OrderID != o.ID || string(e.Order) != string(o.Raw) || !reflect.DeepEqual(e.After, StateOf(o)) {
+				if e.OrderID != o.ID || string(e.Order) != string(o.Raw) || !reflect.DeepEqual(e.After, next) || !reflect.DeepEqual(tracked(e.After), StateOf(o)) {
 					t.Errorf("%s: order id, raw entry or after state wrong: %+v", e.Type, e)
 				}
 				if (e.Before == nil) != (tc.prev == nil) {
