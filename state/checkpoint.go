@@ -180,7 +180,11 @@ type Mirrored struct {
 // stream, in stream order, and the records (the position in the stream)
 // in one transaction. A state older than the stored one (by updatedAt) is
 // skipped: the snapshot never moves back when an event is applied again
-// after a newer state arrived (a loaded snapshot, a re-read batch).
+// after a newer state arrived (a loaded snapshot, a re-read batch). When
+// the order entered its status follows the stored state as on the active
+// (diff.EnteredStatus): kept while the status is the same, else the
+// event's after.updatedAt (a status change or a first sight); events do
+// not carry it.
 func (s *Store) ApplyMirrored(states []Mirrored, recs ...Record) error {
 	err := s.update(false, func(tx *bolt.Tx) error {
 		orders := tx.Bucket(bucketOrders)
@@ -188,12 +192,17 @@ func (s *Store) ApplyMirrored(states []Mirrored, recs ...Record) error {
 		var cur diff.State
 		for _, m := range states {
 			key := binary.BigEndian.AppendUint64(nil, uint64(m.ID))
+			prev := (*diff.State)(nil)
 			if v := orders.Get(key); v != nil {
-				if err := decodeState(v, &cur); err == nil && m.State.UpdatedAt.Before(cur.UpdatedAt.Time) {
-					continue
+				if err := decodeState(v, &cur); err == nil {
+					if m.State.UpdatedAt.Before(cur.UpdatedAt.Time) {
+						continue
+					}
+					prev = &cur
 				}
 			}
 			st := m.State
+			st.StatusSince = diff.EnteredStatus(prev, st)
 			if err := orders.Put(key, appendState(nil, &st)); err != nil {
 				return fmt.Errorf("order %d: %w", m.ID, err)
 			}
@@ -250,7 +259,14 @@ func (s *Store) RevertOutbox(undo func(OutboxEntry) (Undo, error)) (reverted int
 			if u.Before == nil {
 				err = orders.Delete(key)
 			} else {
-				err = orders.Put(key, appendState(nil, u.Before))
+				before := *u.Before
+				if before.StatusSince.IsZero() && before.StatusID.Equal(cur.StatusID) {
+					// Not a status change: the order entered its status
+					// when the stored state says. After a status change
+					// the event does not tell; updatedAt stands for it.
+					before.StatusSince = cur.StatusSince
+				}
+				err = orders.Put(key, appendState(nil, &before))
 			}
 			if err != nil {
 				return err
@@ -273,8 +289,13 @@ func (s *Store) RevertOutbox(undo func(OutboxEntry) (Undo, error)) (reverted int
 }
 
 // The snapshot dump: a version byte, then per order its 8-byte big-endian
-// id, a uvarint length and the compact state (codec.go).
-const dumpVersion = 1
+// id, a uvarint length and the compact state (codec.go). Version 2 holds
+// states of encoding version 2 (with statusSince), which a binary of dump
+// version 1 cannot read; LoadOrders reads both.
+const (
+	dumpVersion  = 2
+	dumpVersion1 = 1
+)
 
 // ErrNotQuiet: DumpOrders found events in the outbox (see Checkpoint).
 var ErrNotQuiet = errors.New("outbox not empty")
@@ -313,8 +334,8 @@ func (s *Store) LoadOrders(r io.Reader, recs ...Record) (n int, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("read a snapshot dump: %w", err)
 	}
-	if len(b) == 0 || b[0] != dumpVersion {
-		return 0, fmt.Errorf("snapshot dump: not version %d", dumpVersion)
+	if len(b) == 0 || b[0] != dumpVersion && b[0] != dumpVersion1 {
+		return 0, fmt.Errorf("snapshot dump: not version %d or %d", dumpVersion1, dumpVersion)
 	}
 	rd := bytes.NewReader(b[1:])
 	type kv struct{ k, v []byte }

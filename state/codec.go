@@ -13,12 +13,13 @@ import (
 	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
-// The compact encoding of a diff.State in the orders bucket (version 1):
+// The compact encoding of a diff.State in the orders bucket (version 2):
 //
-//	byte     version (1)
+//	byte     version (2)
 //	byte     flags: bit 0 createdAt set, bit 1 createdAt has nanoseconds,
 //	         bit 2 updatedAt set, bit 3 updatedAt has nanoseconds,
-//	         bits 4-6 lock code (see lockCodes; 7 = text follows), bit 7 zero
+//	         bits 4-6 lock code (see lockCodes; 7 = text follows),
+//	         bit 7 statusSince differs from updatedAt
 //	[text]   lockStatus when the lock code is 7
 //	text     statusId, canonical decimal ("" = absent)
 //	varint   typeId
@@ -28,11 +29,24 @@ import (
 //	text     locationId
 //	[time]   createdAt when set
 //	[time]   updatedAt when set
+//	[since]  statusSince when bit 7 is set
 //
 // text is a uvarint length and the bytes; varint is zig-zag (encoding/binary);
 // time is varint unix seconds, varint UTC offset in minutes and, when flagged,
-// a uvarint of nanoseconds (1..999999999). A typical order takes about 30 bytes.
-const stateVersion = 1
+// a uvarint of nanoseconds (1..999999999); since is varint unix seconds,
+// varint offset in minutes and a uvarint of nanoseconds (0..999999999). A
+// typical order takes about 30 bytes; one whose status was entered before
+// its last update about 7 more.
+//
+// Without bit 7 statusSince is updatedAt: the order entered its status at
+// its last update, or statusSince is unknown (zero). Version 1 is version 2
+// without statusSince (bit 7 reserved, zero); its values, written before
+// the snapshot kept statusSince, decode with statusSince = updatedAt and are
+// written as version 2 with the order's next change.
+const stateVersion = 2
+
+// stateVersion1 is the encoding before statusSince; it is still decoded.
+const stateVersion1 = 1
 
 const (
 	flagCreated      = 1 << 0
@@ -42,7 +56,7 @@ const (
 	lockShift        = 4
 	lockMask         = 7 << lockShift
 	lockText         = 7
-	flagReserved     = 1 << 7
+	flagSince        = 1 << 7 // version 2; reserved (zero) in version 1
 )
 
 // lockCodes are the lock values with a one-byte code; code 0 is "".
@@ -74,6 +88,9 @@ func appendState(dst []byte, s *diff.State) []byte {
 			flags |= flagUpdatedNanos
 		}
 	}
+	if !s.StatusSince.IsZero() && !sameTime(s.StatusSince.Time, s.UpdatedAt.Time) {
+		flags |= flagSince
+	}
 	dst = append(dst, stateVersion, flags)
 	if lock == lockText {
 		dst = appendText(dst, s.LockStatus)
@@ -90,7 +107,24 @@ func appendState(dst []byte, s *diff.State) []byte {
 	if flags&flagUpdated != 0 {
 		dst = appendTime(dst, s.UpdatedAt.Time)
 	}
+	if flags&flagSince != 0 {
+		_, off := s.StatusSince.Zone()
+		dst = binary.AppendVarint(dst, s.StatusSince.Unix())
+		dst = binary.AppendVarint(dst, int64(off/60))
+		dst = binary.AppendUvarint(dst, uint64(s.StatusSince.Nanosecond()))
+	}
 	return dst
+}
+
+// sameTime: same instant and same offset in minutes (what the encoding
+// keeps). The zero time is only the same as itself.
+func sameTime(a, b time.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return a.IsZero() == b.IsZero()
+	}
+	_, ao := a.Zone()
+	_, bo := b.Zone()
+	return a.Equal(b) && ao/60 == bo/60
 }
 
 func appendText(dst []byte, s string) []byte {
@@ -108,20 +142,23 @@ func appendTime(dst []byte, t time.Time) []byte {
 	return dst
 }
 
-// decodeState decodes a value written by appendState into s. It rejects a
-// truncated, overlong or otherwise corrupt value with an error wrapping
-// errStateValue; it never panics. The strings of s do not alias b.
+// decodeState decodes a value written by appendState (version 2, or
+// version 1 of an older binary) into s. It rejects a truncated, overlong or
+// otherwise corrupt value with an error wrapping errStateValue; it never
+// panics. The strings of s do not alias b. StatusSince is set whenever
+// UpdatedAt is (see the encoding).
 func decodeState(b []byte, s *diff.State) error {
 	d := decoder{b: b}
-	if v := d.byte(); d.err == nil && v != stateVersion {
-		return fmt.Errorf("%w: encoding version %d, want %d", errStateValue, v, stateVersion)
+	v := d.byte()
+	if d.err == nil && v != stateVersion && v != stateVersion1 {
+		return fmt.Errorf("%w: encoding version %d, want %d or %d", errStateValue, v, stateVersion1, stateVersion)
 	}
 	flags := d.byte()
 	if d.err != nil {
 		return d.err
 	}
-	if flags&flagReserved != 0 {
-		return fmt.Errorf("%w: reserved flag set (%#x)", errStateValue, flags)
+	if v == stateVersion1 && flags&flagSince != 0 {
+		return fmt.Errorf("%w: reserved flag set in version 1 (%#x)", errStateValue, flags)
 	}
 	if flags&flagCreatedNanos != 0 && flags&flagCreated == 0 || flags&flagUpdatedNanos != 0 && flags&flagUpdated == 0 {
 		return fmt.Errorf("%w: nanoseconds flag without a time (%#x)", errStateValue, flags)
@@ -153,6 +190,10 @@ func decodeState(b []byte, s *diff.State) error {
 	}
 	if flags&flagUpdated != 0 {
 		s.UpdatedAt = order.Time{Time: d.time(flags&flagUpdatedNanos != 0)}
+	}
+	s.StatusSince = s.UpdatedAt
+	if flags&flagSince != 0 {
+		s.StatusSince = order.Time{Time: d.since()}
 	}
 	if d.err != nil {
 		return d.err
@@ -253,6 +294,29 @@ func (d *decoder) time(nanos bool) time.Time {
 		}
 	}
 	if d.err != nil {
+		return time.Time{}
+	}
+	if off < math.MinInt32/60 || off > math.MaxInt32/60 {
+		d.fail("offset out of range")
+		return time.Time{}
+	}
+	t := time.Unix(sec, int64(ns)).In(zone(int(off)))
+	if t.IsZero() {
+		d.fail("zero time flagged as set")
+	}
+	return t
+}
+
+// since reads a statusSince: seconds, offset, nanoseconds (0 allowed).
+func (d *decoder) since() time.Time {
+	sec := d.varint()
+	off := d.varint()
+	ns := d.uvarint()
+	if d.err != nil {
+		return time.Time{}
+	}
+	if ns >= 1e9 {
+		d.fail("nanoseconds out of range")
 		return time.Time{}
 	}
 	if off < math.MinInt32/60 || off > math.MaxInt32/60 {

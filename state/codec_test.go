@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -17,7 +18,7 @@ func roundTrip(t testing.TB, s diff.State) (diff.State, []byte) {
 	if err := decodeState(b, &got); err != nil {
 		t.Fatalf("decode %x of %+v: %v", b, s, err)
 	}
-	if !got.Same(s) {
+	if !got.Same(s) || !sameTime(got.Since().Time, s.Since().Time) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, s)
 	}
 	return got, b
@@ -40,6 +41,12 @@ func TestStateEncoding(t *testing.T) {
 			UpdatedAt:  order.Time{Time: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", 14*3600))},
 		},
 		diff.State{LockStatus: "unlocked", UpdatedAt: ptime(t, "2026-11-22T10:02:41Z")},
+		// statusSince before updatedAt, in another offset, with
+		// nanoseconds, equal to updatedAt, without an updatedAt.
+		withSince(typical(4), ptime(t, "2026-11-01T08:00:00+01:00")),
+		withSince(typical(5), ptime(t, "2026-11-01T07:00:00.5Z")),
+		withSince(typical(6), typical(6).UpdatedAt),
+		diff.State{StatusID: order.MustDecimal("5"), StatusSince: ptime(t, "2026-11-01T00:00:00-03:30")},
 	)
 	for _, s := range states {
 		got, b := roundTrip(t, s)
@@ -90,8 +97,11 @@ func TestDecodeStateRejects(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"empty":                 {},
 		"version 0":             append([]byte{0}, good[1:]...),
-		"version 2":             append([]byte{2}, good[1:]...),
-		"reserved flag":         append([]byte{1, good[1] | flagReserved}, good[2:]...),
+		"version 3":             append([]byte{3}, good[1:]...),
+		"since in version 1":    append([]byte{1, good[1] | flagSince}, append(good[2:], 0, 0, 0)...),
+		"since missing":         append([]byte{2, good[1] | flagSince}, good[2:]...),
+		"since 1e9 nanoseconds": binary.AppendUvarint(append([]byte{2, good[1] | flagSince}, append(good[2:], 2, 0)...), 1e9),
+		"since zero time":       append(binary.AppendVarint(append([]byte{2, good[1] | flagSince}, good[2:]...), time.Time{}.Unix()), 0, 0),
 		"unknown lock code":     append([]byte{1, good[1]&^lockMask | 5<<lockShift}, good[2:]...),
 		"nanos without time":    {1, flagCreatedNanos, 0, 0, 0, 0, 0, 0},
 		"coded lock as text":    {1, lockText << lockShift, 8, 'u', 'n', 'l', 'o', 'c', 'k', 'e', 'd', 0, 0, 0, 0, 0, 0},
@@ -113,7 +123,7 @@ func TestDecodeStateRejects(t *testing.T) {
 }
 
 func TestDecodeStateAllocations(t *testing.T) {
-	b := appendState(nil, new(typical(2)))
+	b := appendState(nil, new(withSince(typical(2), ptime(t, "2026-11-01T08:00:00+01:00"))))
 	var s diff.State
 	if err := decodeState(b, &s); err != nil { // warms the intern table and zone cache
 		t.Fatal(err)
@@ -138,8 +148,11 @@ func FuzzDecodeState(f *testing.F) {
 		f.Add(appendState(nil, new(typical(i))))
 	}
 	f.Add(appendState(nil, &diff.State{LockStatus: "x", OwnerID: "\xff"}))
+	f.Add(appendState(nil, new(withSince(typical(7), ptime(f, "2026-11-01T08:00:00.25+01:00")))))
+	f.Add(version1(appendState(nil, new(typical(8)))))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0xff})
+	f.Add([]byte{2, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s diff.State
 		if err := decodeState(b, &s); err != nil {
@@ -155,11 +168,11 @@ func FuzzDecodeState(f *testing.F) {
 // FuzzStateRoundTrip builds states from arbitrary field values: encoding and
 // decoding keeps every value (decimals by value, times by instant and offset).
 func FuzzStateRoundTrip(f *testing.F) {
-	f.Add("5.1", "unlocked", int64(1), "4.01", int64(41523), "3", "1", int64(1763630417), int64(60), int64(0), int64(1763802161), int64(60), int64(0))
-	f.Add("", "", int64(0), "", int64(0), "", "", int64(0), int64(0), int64(0), int64(0), int64(0), int64(0))
-	f.Add("-0.500", "weird\x00", int64(-1), "1e-3", int64(-9), "\xff", "x", int64(-62167219200), int64(-1439), int64(999999999), int64(253402300799), int64(1439), int64(1))
+	f.Add("5.1", "unlocked", int64(1), "4.01", int64(41523), "3", "1", int64(1763630417), int64(60), int64(0), int64(1763802161), int64(60), int64(0), int64(1763702161), int64(60), int64(0))
+	f.Add("", "", int64(0), "", int64(0), "", "", int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0))
+	f.Add("-0.500", "weird\x00", int64(-1), "1e-3", int64(-9), "\xff", "x", int64(-62167219200), int64(-1439), int64(999999999), int64(253402300799), int64(1439), int64(1), int64(253402300799), int64(-1439), int64(999999999))
 	f.Fuzz(func(t *testing.T, status, lock string, typeID int64, referrer string, plentyID int64, owner, location string,
-		cSec, cOff, cNs, uSec, uOff, uNs int64) {
+		cSec, cOff, cNs, uSec, uOff, uNs, sSec, sOff, sNs int64) {
 		dec := func(s string) order.Decimal {
 			d, err := order.ParseDecimal(s)
 			if err != nil {
@@ -189,9 +202,46 @@ func FuzzStateRoundTrip(f *testing.F) {
 			CreatedAt:  tm(cSec, cOff, cNs),
 			UpdatedAt:  tm(uSec, uOff, uNs),
 		}
+		if sSec != 0 || sOff != 0 || sNs != 0 { // all zero: unknown
+			s.StatusSince = tm(sSec, sOff, sNs)
+		}
 		got, _ := roundTrip(t, s)
 		if got.StatusID.Canonical() != s.StatusID.Canonical() || got.ReferrerID.Canonical() != s.ReferrerID.Canonical() {
 			t.Fatalf("decimals changed: %v %v -> %v %v", s.StatusID, s.ReferrerID, got.StatusID, got.ReferrerID)
 		}
 	})
+}
+
+// withSince is s entered its status at since.
+func withSince(s diff.State, since order.Time) diff.State {
+	s.StatusSince = since
+	return s
+}
+
+// version1 rewrites a version-2 value without statusSince as the version 1
+// an older binary wrote (the same bytes, version byte 1).
+func version1(b []byte) []byte {
+	if b[1]&flagSince != 0 {
+		panic("version1 of a value with statusSince")
+	}
+	return append([]byte{stateVersion1}, b[1:]...)
+}
+
+// TestDecodeVersion1: values written before the snapshot kept statusSince
+// decode with statusSince = updatedAt (the order entered its status no
+// later than its last update), and are written as version 2 again.
+func TestDecodeVersion1(t *testing.T) {
+	for _, s := range append(fixtureStates(t), typical(1), typical(2), diff.State{}) {
+		old := version1(appendState(nil, &s))
+		var got diff.State
+		if err := decodeState(old, &got); err != nil {
+			t.Fatalf("version 1 %x: %v", old, err)
+		}
+		if !got.Same(s) || !sameTime(got.StatusSince.Time, s.UpdatedAt.Time) {
+			t.Errorf("version 1 decodes to %+v, want %+v with statusSince = updatedAt", got, s)
+		}
+		if again := appendState(nil, &got); again[0] != stateVersion || !bytes.Equal(again[1:], old[1:]) {
+			t.Errorf("re-encoded %x, want version 2 of %x", again, old)
+		}
+	}
 }

@@ -33,6 +33,13 @@ var migrations = map[int]func(tx *bolt.Tx) error{
 		}
 		return nil
 	},
+	// Version 2 -> 3: the snapshot keeps when each order entered its status
+	// (state encoding version 2, codec.go). Nothing is rewritten: values of
+	// version 1 decode with statusSince = updatedAt and are written anew
+	// with the order's next change. The version tells an older binary,
+	// which cannot read the new values, to refuse the file at Open rather
+	// than fail on the first order it looks up.
+	2: func(tx *bolt.Tx) error { return nil },
 }
 
 // prepare recognises, initialises or migrates the file (read-write), or only

@@ -12,7 +12,8 @@
 //
 //	meta    magic, schema_version, watermark, baseline, baseline_done,
 //	        last_sweep, token
-//	orders  8-byte big-endian order id -> compact state (codec.go)
+//	orders  8-byte big-endian order id -> compact state with the time
+//	        the order entered its status (codec.go)
 //	outbox  8-byte big-endian sequence -> event (id, subject, payload)
 //	records name -> a component's JSON record that must survive a restart
 //	        (records.go: call budget, pending waits, sessions, clock
@@ -38,7 +39,7 @@ import (
 
 // SchemaVersion is the layout version this binary writes. Older files are
 // migrated on Open (see migrations); newer files are refused.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // magic identifies a state file of orderwatch.
 const magic = "orderwatch.state"
