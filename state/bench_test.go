@@ -143,3 +143,48 @@ func BenchmarkStateFileSize(b *testing.B) {
 		_ = s.Close()
 	}
 }
+
+// BenchmarkDwell1M scans a snapshot of 1,000,000 orders for the dwell
+// metrics (Store.Dwell: orders and the oldest statusSince per status), as
+// the watcher does every minute; half of the orders entered their status
+// before their last update (a statusSince of their own). Run it with
+// -benchtime=10x: filling the file takes a while.
+func BenchmarkDwell1M(b *testing.B) {
+	const n = 1_000_000
+	s, err := Open(filepath.Join(b.TempDir(), "state.db"), Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ps := make([]Put, 0, 1000)
+	for id := int64(1); id <= n; id++ {
+		st := typical(id)
+		if id%2 == 0 {
+			st.StatusSince.Time = st.UpdatedAt.Add(-time.Duration(id%86400) * time.Second)
+		}
+		ps = append(ps, Put{ID: id, State: st})
+		if len(ps) == cap(ps) || id == n {
+			if err := s.Commit(Commit{States: ps}); err != nil {
+				b.Fatal(err)
+			}
+			ps = ps[:0]
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		d, err := s.Dwell()
+		if err != nil {
+			b.Fatal(err)
+		}
+		total := 0
+		for _, x := range d {
+			total += x.Orders
+		}
+		if total != n {
+			b.Fatalf("%d orders counted, want %d", total, n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/scan")
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "orders/s")
+}
