@@ -62,20 +62,30 @@ func (s *Store) Dwell() ([]StatusDwell, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dwell of state file %s: %w", s.path, err)
 	}
-	out := make([]StatusDwell, 0, len(byStatus))
+	// By numeric value: appendState writes canonical text only, but a
+	// value of another writer may hold another form of the number.
+	byValue := make(map[string]*StatusDwell, len(byStatus))
 	for text, a := range byStatus {
-		d := StatusDwell{Orders: a.orders}
+		var v order.Decimal
 		if text != "" {
-			v, err := order.ParseDecimal(text)
-			if err != nil {
+			var err error
+			if v, err = order.ParseDecimal(text); err != nil {
 				return nil, newFileError(ErrCorrupt, err, "dwell of state file %s: status %q", s.path, text)
 			}
-			d.Status = v
 		}
-		if a.known {
+		d := byValue[v.Canonical()]
+		if d == nil {
+			d = &StatusDwell{Status: v}
+			byValue[v.Canonical()] = d
+		}
+		d.Orders += a.orders
+		if a.known && (d.Oldest.IsZero() || a.oldest < d.Oldest.UnixNano()) {
 			d.Oldest = time.Unix(0, a.oldest).UTC()
 		}
-		out = append(out, d)
+	}
+	out := make([]StatusDwell, 0, len(byValue))
+	for _, d := range byValue {
+		out = append(out, *d)
 	}
 	slices.SortFunc(out, func(a, b StatusDwell) int { return a.Status.Cmp(b.Status) })
 	return out, nil
