@@ -187,4 +187,7 @@ func BenchmarkDwell1M(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/scan")
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "orders/s")
+	if st, err := s.Stats(); err == nil {
+		b.ReportMetric(float64(st.FileSize)/n, "file-bytes/order")
+	}
 }
