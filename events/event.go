@@ -344,3 +344,25 @@ func (e Event) Entered(s Decimal) bool {
 func (e Event) Left(s Decimal) bool {
 	return e.Type == StatusChanged && e.Data.Before != nil && e.Data.Before.StatusID.Equal(s) && !e.Data.After.StatusID.Equal(s)
 }
+
+// String is one line about the event: "order.status_changed order 2302:
+// 5 -> 5.1".
+func (e Event) String() string {
+	head := fmt.Sprintf("%s order %d: ", e.Type, e.Data.OrderID)
+	switch {
+	case e.Type == StatusChanged && e.Data.Before != nil:
+		return head + string(orNone(e.Data.Before.StatusID)) + " -> " + string(orNone(e.Data.After.StatusID))
+	case e.Type == LockChanged && e.Data.Before != nil:
+		return head + "lock " + string(orNone(Decimal(e.Data.Before.LockStatus))) + " -> " + string(orNone(Decimal(e.Data.After.LockStatus)))
+	case e.Type == Updated:
+		return head + "updated at " + e.Data.After.UpdatedAt.Format(time.RFC3339)
+	}
+	return head + "in status " + string(orNone(e.Data.After.StatusID))
+}
+
+func orNone(d Decimal) Decimal {
+	if d == "" {
+		return "none"
+	}
+	return d
+}

@@ -98,3 +98,17 @@ func ExampleOnce() {
 	// handling e84c5755c97653538e7ace2d7cbad8cd
 	// handling d955f21a28808aa9e85f3a5ff10d389f
 }
+
+func ExampleEvent_String() {
+	ex, _ := schemas.Examples()
+	for _, typ := range schemas.Types {
+		ev, _ := events.Unmarshal(ex[typ][0])
+		fmt.Println(ev)
+	}
+	// Output:
+	// order.created order 2301: in status 5
+	// order.status_changed order 2302: 5 -> 5.1
+	// order.lock_changed order 2302: lock reversibleLocked -> permanentlyLocked
+	// order.discovered order 2307: in status 11.1
+	// order.updated order 2302: updated at 2026-11-22T10:02:41+01:00
+}
