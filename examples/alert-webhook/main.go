@@ -160,7 +160,12 @@ func alert(ctx context.Context, c *config, stdout io.Writer) error {
 			continue
 		case ev.Entered(c.status):
 			err := events.Once(ctx, seen, ev.ID, func(ctx context.Context) error {
-				return c.post(ctx, client, msg, line(ev, c.status))
+				text := line(ev, c.status)
+				if err := c.post(ctx, client, msg, text); err != nil {
+					return err
+				}
+				fmt.Fprintln(stdout, "posted:", text)
+				return nil
 			})
 			if err != nil {
 				if ctx.Err() != nil {
