@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -163,7 +164,7 @@ func realRun(t *testing.T) (msgs []jetstream.Msg, js jetstream.JetStream) {
 // schema again, and its NATS subject is the one Prefix.Of builds and Parse
 // reads back.
 func TestRealRunEventsDecode(t *testing.T) {
-	msgs, _ := realRun(t)
+	msgs, js := realRun(t)
 	seen := map[events.Type]int{}
 	var labels, decimalSubject bool
 	for _, m := range msgs {
@@ -191,6 +192,7 @@ func TestRealRunEventsDecode(t *testing.T) {
 			decimalSubject = decimalSubject || bytes.Contains([]byte(m.Subject()), []byte("_"))
 		}
 	}
+	checkFilters(t, js, msgs)
 	for _, typ := range events.Types {
 		if seen[typ] == 0 {
 			t.Errorf("the run produced no %s (%v)", typ, seen)
@@ -228,4 +230,74 @@ func jsonValue(t *testing.T, b []byte) any {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// checkFilters: consumers on the run's stream with the filters Prefix
+// builds get exactly the events the filters name.
+func checkFilters(t *testing.T, js jetstream.JetStream, msgs []jetstream.Msg) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var all []events.Event
+	for _, m := range msgs {
+		ev, err := events.FromMsg(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, ev)
+	}
+	// The order with the most events, a status change among them.
+	count := map[int64]int{}
+	var some events.Event
+	for _, ev := range all {
+		if count[ev.OrderID()]++; ev.Type == events.StatusChanged && count[ev.OrderID()] > count[some.OrderID()] {
+			some = ev
+		}
+	}
+	p := events.DefaultPrefix
+	for _, tc := range []struct {
+		filters []string
+		want    func(events.Event) bool
+	}{
+		{[]string{p.Into("5.1")}, func(e events.Event) bool { return e.Type == events.StatusChanged && e.Data.After.StatusID.Equal("5.1") }},
+		{[]string{p.OutOf("5.1")}, func(e events.Event) bool { return e.Type == events.StatusChanged && e.Data.Before.StatusID.Equal("5.1") }},
+		{p.Order(some.OrderID()), func(e events.Event) bool { return e.OrderID() == some.OrderID() }},
+		{[]string{p.Type(events.Created), p.Type(events.Discovered)}, events.Event.FirstSight},
+	} {
+		var want []string
+		for _, ev := range all {
+			if tc.want(ev) {
+				want = append(want, ev.ID)
+			}
+		}
+		if len(want) == 0 {
+			t.Fatalf("%v: the run has no such event", tc.filters)
+		}
+		stream, err := js.Stream(ctx, "ORDERS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: tc.filters})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for len(got) < len(want) {
+			m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+			if err != nil {
+				t.Fatalf("%v: %v after %d of %d events", tc.filters, err, len(got), len(want))
+			}
+			ev, err := events.FromMsg(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ev.ID)
+		}
+		if info, err := cons.Info(ctx); err != nil || info.NumPending != 0 {
+			t.Errorf("%v: %d more events than named (%v)", tc.filters, info.NumPending, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%v delivered %v, want %v", tc.filters, got, want)
+		}
+	}
 }

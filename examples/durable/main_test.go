@@ -72,6 +72,19 @@ func TestRestartRedeliversWhatWasNotAcknowledged(t *testing.T) {
 		t.Fatalf("first run acknowledged %v, want %v", first, want)
 	}
 
+	cons, err := js.Consumer(ctx, fixture.Stream, "restart-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := info.Config; cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.AckWait != time.Second || cfg.MaxAckPending != 1000 ||
+		!slices.Equal(cfg.FilterSubjects, []string{"orders.status_changed.>"}) {
+		t.Errorf("consumer config: ack %v, wait %v, max ack pending %d, filters %v", cfg.AckPolicy, cfg.AckWait, cfg.MaxAckPending, cfg.FilterSubjects)
+	}
+
 	// Second run: everything else, the victim delivered again.
 	c, _ = parse(args, noEnv, &bytes.Buffer{})
 	second := map[string]uint64{}
