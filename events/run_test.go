@@ -260,7 +260,9 @@ func checkFilters(t *testing.T, js jetstream.JetStream, msgs []jetstream.Msg) {
 		want    func(events.Event) bool
 	}{
 		{[]string{p.Into("5.1")}, func(e events.Event) bool { return e.Type == events.StatusChanged && e.Data.After.StatusID.Equal("5.1") }},
-		{[]string{p.OutOf("5.1")}, func(e events.Event) bool { return e.Type == events.StatusChanged && e.Data.Before.StatusID.Equal("5.1") }},
+		{[]string{p.OutOf("5.1")}, func(e events.Event) bool {
+			return e.Type == events.StatusChanged && e.Data.Before.StatusID.Equal("5.1")
+		}},
 		{p.Order(some.OrderID()), func(e events.Event) bool { return e.OrderID() == some.OrderID() }},
 		{[]string{p.Type(events.Created), p.Type(events.Discovered)}, events.Event.FirstSight},
 	} {
