@@ -134,20 +134,8 @@ func alert(ctx context.Context, c *config, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "alerting on orders entering status %s (consumer %s, subjects %v) to %s\n", c.status, c.durable, filters, c.webhook)
 
-	msgs, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	go func() {
-		<-ctx.Done()
-		msgs.Stop()
-	}()
 	client := &http.Client{Timeout: c.httpTimeout}
-	for {
-		msg, err := msgs.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return nil
-		}
+	for msg, err := range conn.Messages(ctx, cons) {
 		if err != nil {
 			return err
 		}
@@ -186,6 +174,7 @@ func alert(ctx context.Context, c *config, stdout io.Writer) error {
 			c.acked(ev)
 		}
 	}
+	return nil
 }
 
 // line is the alert of one order.

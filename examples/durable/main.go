@@ -60,11 +60,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*config
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if *filter != "" {
-		c.filters = strings.Split(*filter, ",")
-	} else {
-		c.filters = []string{c.conn.Prefix.All()}
-	}
+	c.filters = c.conn.Filters(*filter)
 	return c, nil
 }
 
@@ -101,19 +97,7 @@ func consume(ctx context.Context, c *config, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "consumer %s on %s, subjects %s\n", c.durable, c.conn.Stream, strings.Join(c.filters, " "))
 
-	msgs, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	go func() {
-		<-ctx.Done()
-		msgs.Stop() // unblocks Next; what was delivered and not acknowledged comes again
-	}()
-	for {
-		msg, err := msgs.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return nil
-		}
+	for msg, err := range conn.Messages(ctx, cons) {
 		if err != nil {
 			return err
 		}
@@ -155,4 +139,5 @@ func consume(ctx context.Context, c *config, stdout io.Writer) error {
 			c.handled(ev, meta)
 		}
 	}
+	return nil
 }

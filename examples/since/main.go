@@ -17,7 +17,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -66,11 +65,7 @@ func parse(args []string, getenv func(string) string, now time.Time, stderr io.W
 			return nil, err
 		}
 	}
-	if *filter != "" {
-		c.filters = strings.Split(*filter, ",")
-	} else {
-		c.filters = []string{c.conn.Prefix.All()}
-	}
+	c.filters = c.conn.Filters(*filter)
 	return c, nil
 }
 
@@ -112,19 +107,7 @@ func since(ctx context.Context, c *config, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "no events")
 		return nil
 	}
-	msgs, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	go func() {
-		<-ctx.Done()
-		msgs.Stop()
-	}()
-	for {
-		msg, err := msgs.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return nil
-		}
+	for msg, err := range conn.Messages(ctx, cons) {
 		if err != nil {
 			return err
 		}
@@ -141,4 +124,5 @@ func since(ctx context.Context, c *config, stdout io.Writer) error {
 			return nil // the end of the stream, as it was when this message came
 		}
 	}
+	return nil
 }

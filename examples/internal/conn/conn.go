@@ -5,8 +5,11 @@ package conn
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"iter"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -63,4 +66,38 @@ func (c *Config) Connect(ctx context.Context, name string) (*nats.Conn, jetstrea
 		return nil, nil, nil, fmt.Errorf("stream %s on %s: %w", c.Stream, c.URL, err)
 	}
 	return nc, js, s, nil
+}
+
+// Filters reads a -filter flag: comma-separated subjects, or every event
+// under the prefix when empty.
+func (c *Config) Filters(flag string) []string {
+	if flag == "" {
+		return []string{c.Prefix.All()}
+	}
+	return strings.Split(flag, ",")
+}
+
+// Messages yields the consumer's messages until ctx ends (then the
+// iteration ends without an error: what was delivered and not acknowledged
+// comes again) or the consumer fails.
+func Messages(ctx context.Context, cons jetstream.Consumer) iter.Seq2[jetstream.Msg, error] {
+	return func(yield func(jetstream.Msg, error) bool) {
+		msgs, err := cons.Messages()
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer msgs.Stop()
+		stop := context.AfterFunc(ctx, msgs.Stop) // unblocks Next
+		defer stop()
+		for {
+			msg, err := msgs.Next()
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			if !yield(msg, err) || err != nil {
+				return
+			}
+		}
+	}
 }
