@@ -43,6 +43,12 @@ func TestMemoryForgetsAfterTTLAndBeyondMax(t *testing.T) {
 	if seen(2) || !seen(3) || !seen(4) || !seen(5) || m.Len() != 3 {
 		t.Errorf("beyond max: seen 2..5 %v %v %v %v, len %d", seen(2), seen(3), seen(4), seen(5), m.Len())
 	}
+	now = now.Add(50 * time.Minute)
+	m.Done(ctx, id(3)) // again: an hour from now
+	now = now.Add(20 * time.Minute)
+	if !seen(3) || seen(4) || seen(5) {
+		t.Errorf("a repeated Done: seen 3 %v (want true), 4 %v, 5 %v", seen(3), seen(4), seen(5))
+	}
 }
 
 // onceSuite is the behaviour every Deduper shares, through Once.
