@@ -149,13 +149,19 @@ func (s *Store) RestoreCheckpoint(c Checkpoint, own func(name string) bool) erro
 		if _, err := tx.CreateBucket(bucketQuarantine); err != nil {
 			return err
 		}
+		// An id that is no order's (not positive: a damaged checkpoint) is
+		// skipped: it must not block the takeover.
 		ops := make([]QuarantineOp, 0, len(c.Quarantine)+len(c.QuarantineIDs))
 		for i := range c.Quarantine {
-			ops = append(ops, QuarantineOp{OrderID: c.Quarantine[i].OrderID, Entry: &c.Quarantine[i]})
+			if c.Quarantine[i].OrderID > 0 {
+				ops = append(ops, QuarantineOp{OrderID: c.Quarantine[i].OrderID, Entry: &c.Quarantine[i]})
+			}
 		}
 		for _, id := range c.QuarantineIDs {
-			// No LastSeen: due for a retry at once.
-			ops = append(ops, QuarantineOp{OrderID: id, Entry: &Quarantined{Reason: carriedByID}})
+			if id > 0 {
+				// No LastSeen: due for a retry at once.
+				ops = append(ops, QuarantineOp{OrderID: id, Entry: &Quarantined{Reason: carriedByID}})
+			}
 		}
 		return putQuarantine(tx, ops)
 	})
