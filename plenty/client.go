@@ -1,8 +1,9 @@
 // Package plenty is the REST client of the commerce service: login with token
-// reuse and refresh, versioned Accept header, simple and complex order search
-// filters, paginated order search, throttle pacing, retries with backoff and
-// typed errors. It follows the service's documented conventions and the
-// behaviour of real systems described in DESIGN.md.
+// reuse and refresh, versioned Accept header, paginated order search, throttle
+// pacing, retries with backoff and typed errors. It follows the service's
+// documented conventions and the behaviour of real systems described in
+// DESIGN.md. The order model it sends and decodes (orders, filters, queries,
+// pages, the session token) is package plenty/order.
 package plenty
 
 import (
