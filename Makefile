@@ -20,7 +20,7 @@ bench:
 
 # Each fuzz target for FUZZTIME; new interesting inputs land in testdata/fuzz.
 fuzz:
-	@for pkg in ./plenty ./plentysim ./diff ./state; do \
+	@for pkg in ./plenty ./plenty/order ./plentysim ./diff ./state; do \
 		for t in $$($(GO) test -list='^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "== $$pkg $$t"; $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 		done; \
@@ -32,8 +32,7 @@ fuzz:
 FUZZKEEP ?= 40
 fuzz-corpus:
 	@cache="$$($(GO) env GOCACHE)/fuzz/$$($(GO) list -m)"; \
-	for dir in "$$cache"/*/Fuzz*; do \
-		[ -d "$$dir" ] || continue; \
+	for dir in $$(find "$$cache" -mindepth 2 -maxdepth 3 -type d -name 'Fuzz*' 2>/dev/null); do \
 		rel=$${dir#"$$cache"/}; pkg=$${rel%/*}; t=$${rel##*/}; \
 		$(GO) test -list="^$$t\$$" ./$$pkg | grep -qx "$$t" || continue; \
 		mkdir -p "$$pkg/testdata/fuzz/$$t"; \

@@ -4,20 +4,20 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // wireState is a State as MarshalJSON renders it (an event's before/after).
 type wireState struct {
-	StatusID   plenty.Decimal    `json:"statusId"`
-	LockStatus *string           `json:"lockStatus"`
-	TypeID     int64             `json:"typeId"`
-	ReferrerID plenty.Decimal    `json:"referrerId"`
-	PlentyID   int64             `json:"plentyId"`
-	OwnerID    plenty.FlexString `json:"ownerId"`
-	LocationID plenty.FlexString `json:"locationId"`
-	CreatedAt  plenty.Time       `json:"createdAt"`
-	UpdatedAt  plenty.Time       `json:"updatedAt"`
+	StatusID   order.Decimal    `json:"statusId"`
+	LockStatus *string          `json:"lockStatus"`
+	TypeID     int64            `json:"typeId"`
+	ReferrerID order.Decimal    `json:"referrerId"`
+	PlentyID   int64            `json:"plentyId"`
+	OwnerID    order.FlexString `json:"ownerId"`
+	LocationID order.FlexString `json:"locationId"`
+	CreatedAt  order.Time       `json:"createdAt"`
+	UpdatedAt  order.Time       `json:"updatedAt"`
 }
 
 // EventData is what a standby needs of an encoded event: the order and

@@ -13,25 +13,25 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // State is the tracked state of an order: what the snapshot keeps and what an
 // event carries as before/after.
 type State struct {
-	StatusID   plenty.Decimal
+	StatusID   order.Decimal
 	LockStatus string
 	TypeID     int64
-	ReferrerID plenty.Decimal
+	ReferrerID order.Decimal
 	PlentyID   int64
-	OwnerID    plenty.FlexString
-	LocationID plenty.FlexString
-	CreatedAt  plenty.Time
-	UpdatedAt  plenty.Time
+	OwnerID    order.FlexString
+	LocationID order.FlexString
+	CreatedAt  order.Time
+	UpdatedAt  order.Time
 }
 
 // StateOf returns the tracked state of an entry.
-func StateOf(o plenty.Order) State {
+func StateOf(o order.Order) State {
 	return State{
 		StatusID:   o.StatusID,
 		LockStatus: o.LockStatus,
@@ -61,7 +61,7 @@ func (s State) Same(o State) bool {
 }
 
 // sameTime: same instant and same offset in minutes (what RFC 3339 renders).
-func sameTime(a, b plenty.Time) bool {
+func sameTime(a, b order.Time) bool {
 	if a.IsZero() || b.IsZero() {
 		return a.IsZero() == b.IsZero()
 	}
@@ -131,7 +131,7 @@ type Options struct {
 // the snapshot (nothing is stored, no event); a stored order is updated
 // whatever its scope, and its changes are published when it is in scope
 // before or after them.
-func Decide(prev *State, o plenty.Order, opt Options) (next State, store bool, events []Event) {
+func Decide(prev *State, o order.Order, opt Options) (next State, store bool, events []Event) {
 	next = StateOf(o)
 	if prev == nil {
 		if !opt.Scope.Match(o.ID, &next) {
@@ -191,7 +191,7 @@ func Decide(prev *State, o plenty.Order, opt Options) (next State, store bool, e
 
 // idTime renders an updatedAt for an event id: UTC with every fraction digit,
 // "" for the zero time.
-func idTime(t plenty.Time) string {
+func idTime(t order.Time) string {
 	if t.IsZero() {
 		return ""
 	}

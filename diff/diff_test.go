@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // baseEntry is a typical entry of the order search; tests override fields.
@@ -32,7 +32,7 @@ var baseEntry = map[string]string{
 
 // entry builds an entry from baseEntry with overrides "key=rawJSON"; a
 // "key=" override removes the key.
-func entry(t testing.TB, overrides ...string) plenty.Order {
+func entry(t testing.TB, overrides ...string) order.Order {
 	t.Helper()
 	m := map[string]json.RawMessage{}
 	for k, v := range baseEntry {
@@ -53,7 +53,7 @@ func entry(t testing.TB, overrides ...string) plenty.Order {
 	if err != nil {
 		t.Fatalf("entry %v: %v", overrides, err)
 	}
-	o, err := plenty.DecodeOrder(raw)
+	o, err := order.DecodeOrder(raw)
 	if err != nil {
 		t.Fatalf("decode entry %s: %v", raw, err)
 	}
@@ -191,7 +191,7 @@ func TestDecideBeforeIsACopy(t *testing.T) {
 	if len(events) != 2 {
 		t.Fatalf("events = %v", events)
 	}
-	prev.StatusID = plenty.MustDecimal("99")
+	prev.StatusID = order.MustDecimal("99")
 	for _, e := range events {
 		if e.Before.StatusID.String() != "5" {
 			t.Errorf("%s: before changed with the caller's prev: %v", e.Type, e.Before.StatusID)

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // ContentType is the MIME type of an encoded event (CloudEvents structured mode).
@@ -23,7 +23,7 @@ const ContentType = "application/cloudevents+json"
 //
 // A state renders as State.MarshalJSON does. The entry is written verbatim;
 // invalid UTF-8 in it becomes U+FFFD, and an entry that is not JSON at all
-// (never the case for one decoded by plenty.DecodeOrder) is written as a JSON
+// (never the case for one decoded by order.DecodeOrder) is written as a JSON
 // string, so the result is valid JSON for every input. "labels" names the
 // coded values of the entry's relations from the reference code lists (see
 // appendLabels); it is left out when there is nothing to name. "time" is left
@@ -103,7 +103,7 @@ func appendState(dst []byte, s *State) []byte {
 }
 
 // appendDecimal writes the canonical text as a JSON number, or null.
-func appendDecimal(dst []byte, d plenty.Decimal) []byte {
+func appendDecimal(dst []byte, d order.Decimal) []byte {
 	if d.IsZero() {
 		return append(dst, "null"...)
 	}
@@ -119,7 +119,7 @@ func appendNullableString(dst []byte, s string) []byte {
 
 // appendTime writes RFC 3339 with the time's own offset, or null. The
 // formatted text is ASCII without quotes or backslashes, so it needs no escaping.
-func appendTime(dst []byte, t plenty.Time) []byte {
+func appendTime(dst []byte, t order.Time) []byte {
 	if t.IsZero() {
 		return append(dst, "null"...)
 	}

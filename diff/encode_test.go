@@ -9,19 +9,19 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 func TestEncodeExact(t *testing.T) {
 	raw := `{"id":2302,"referrerId":4.01,"roundTotalsOnly":true,"numberOfDecimals":2,"plentyId":41523,"typeId":1,"lockStatus":"permanentlyLocked","locationId":"1","createdAt":"2026-11-20T11:40:17+01:00","updatedAt":"2026-11-22T10:02:41+01:00","statusId":5.10,"ownerId":null}`
-	o, err := plenty.DecodeOrder(json.RawMessage(raw))
+	o, err := order.DecodeOrder(json.RawMessage(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	prev := StateOf(o)
-	prev.StatusID = plenty.MustDecimal("5")
+	prev.StatusID = order.MustDecimal("5")
 	prev.LockStatus = "unlocked"
-	prev.UpdatedAt = plenty.Time{Time: mustTime(t, "2026-11-22T08:00:00Z")}
+	prev.UpdatedAt = order.Time{Time: mustTime(t, "2026-11-22T08:00:00Z")}
 	_, _, events := Decide(&prev, o, Options{})
 	if len(events) != 2 {
 		t.Fatalf("events = %+v", events)
@@ -46,7 +46,7 @@ func TestEncodeExact(t *testing.T) {
 
 func TestEncodeFirstSightAndNulls(t *testing.T) {
 	raw := "{\"id\":9001,\"updatedAt\":\"2026-07-01T12:00:00+02:00\",\"createdAt\":\"-0001-11-30T00:00:00+01:00\",\"note\":\"caf\xe9 \\u2028\"}"
-	o, err := plenty.DecodeOrder(json.RawMessage(raw))
+	o, err := order.DecodeOrder(json.RawMessage(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +98,14 @@ func TestEncodeFixtures(t *testing.T) {
 	baseline := mustTime(t, "2026-11-21T00:00:00+01:00")
 	n := 0
 	for _, raw := range fixtureEntries(t) {
-		o, err := plenty.DecodeOrder(raw)
+		o, err := order.DecodeOrder(raw)
 		if err != nil {
 			continue // the bad entry of search-page-bad-entry.json
 		}
 		prev := StateOf(o)
-		prev.StatusID = plenty.MustDecimal("1.5")
+		prev.StatusID = order.MustDecimal("1.5")
 		prev.LockStatus = "something\"else"
-		prev.UpdatedAt = plenty.Time{Time: o.UpdatedAt.Add(-time.Hour)}
+		prev.UpdatedAt = order.Time{Time: o.UpdatedAt.Add(-time.Hour)}
 		var events []Event
 		for _, p := range []*State{nil, &prev} {
 			_, _, evs := Decide(p, o, Options{Baseline: baseline, EmitUpdated: true})
@@ -189,7 +189,7 @@ func checkState(t testing.TB, which string, s *State, v any) {
 	if len(m) != 9 {
 		t.Errorf("%s has %d fields, want 9: %v", which, len(m), m)
 	}
-	dec := func(key string, d plenty.Decimal) {
+	dec := func(key string, d order.Decimal) {
 		if d.IsZero() {
 			if m[key] != nil {
 				t.Errorf("%s.%s = %v, want null", which, key, m[key])
@@ -209,7 +209,7 @@ func checkState(t testing.TB, which string, s *State, v any) {
 			t.Errorf("%s.%s = %#v, want %#v", which, key, m[key], want)
 		}
 	}
-	tm := func(key string, tt plenty.Time) {
+	tm := func(key string, tt order.Time) {
 		var want any
 		if !tt.IsZero() {
 			want = tt.Format(time.RFC3339)
@@ -262,7 +262,7 @@ func TestStateMarshalJSON(t *testing.T) {
 func BenchmarkEncode(b *testing.B) {
 	o := entry(b)
 	prev := StateOf(o)
-	prev.StatusID = plenty.MustDecimal("4")
+	prev.StatusID = order.MustDecimal("4")
 	_, _, events := Decide(&prev, o, Options{})
 	buf := make([]byte, 0, 2048)
 	b.ReportAllocs()
@@ -291,7 +291,7 @@ func validUTF8(s string) string { return strings.Map(func(r rune) rune { return 
 func TestDecodeEventRoundTrip(t *testing.T) {
 	after := *stateOf(t)
 	before := *stateOf(t)
-	before.StatusID = plenty.MustDecimal("5.1")
+	before.StatusID = order.MustDecimal("5.1")
 	before.LockStatus = ""
 	for _, b := range []*State{nil, &before} {
 		e := Event{ID: "x1", Type: StatusChanged, OrderID: 42, Before: b, After: after, Order: json.RawMessage(`{"id":42}`)}

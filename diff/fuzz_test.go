@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // FuzzDecide decides an arbitrary entry against an arbitrary previous state
@@ -27,13 +27,13 @@ func FuzzDecide(f *testing.F) {
 	f.Add([]byte(`{"id":1,"updatedAt":"2026-01-01T00:00:00Z","statusId":"1e3","lockStatus":"\u0000\"","ownerId":12.50}`),
 		[]byte(`{"id":1,"updatedAt":"2026-01-01T00:00:00+14:00","statusId":-0}`), true, int64(-62135596800), uint8(5))
 	f.Fuzz(func(t *testing.T, raw, prevRaw []byte, hasPrev bool, baselineUnix int64, flags uint8) {
-		o, err := plenty.DecodeOrder(raw)
+		o, err := order.DecodeOrder(raw)
 		if err != nil {
 			return
 		}
 		var prev *State
 		if hasPrev {
-			po, err := plenty.DecodeOrder(prevRaw)
+			po, err := order.DecodeOrder(prevRaw)
 			if err != nil {
 				return
 			}
@@ -109,9 +109,9 @@ func FuzzDecide(f *testing.F) {
 
 // fuzzScope is statusId=in:5,6 and lockStatus=unlocked, evaluated locally.
 var fuzzScope = func() *Scope {
-	s, _ := localGroup(&plenty.Group{Fields: []plenty.Filter{
-		plenty.In("statusId", plenty.Dec(plenty.MustDecimal("5")), plenty.Dec(plenty.MustDecimal("6"))),
-		plenty.Eq("lockStatus", plenty.Str("unlocked")),
+	s, _ := localGroup(&order.Group{Fields: []order.Filter{
+		order.In("statusId", order.Dec(order.MustDecimal("5")), order.Dec(order.MustDecimal("6"))),
+		order.Eq("lockStatus", order.Str("unlocked")),
 	}}, 0)
 	return s
 }()
@@ -134,24 +134,24 @@ func FuzzSplitScope(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var fs []plenty.Filter
+		var fs []order.Filter
 		for name, vs := range vals {
 			if len(vs) != 1 {
 				return
 			}
-			fl, err := plenty.ParseFilter(name, vs[0])
+			fl, err := order.ParseFilter(name, vs[0])
 			if err != nil {
 				return
 			}
 			fs = append(fs, fl)
 		}
 		sort.Slice(fs, func(i, j int) bool { return fs[i].Field < fs[j].Field })
-		if (plenty.Query{Filters: fs}).Validate() != nil {
+		if (order.Query{Filters: fs}).Validate() != nil {
 			return
 		}
-		var g *plenty.Group
+		var g *order.Group
 		if len(body) > 0 {
-			if g, err = plenty.ParseGroup(body); err != nil {
+			if g, err = order.ParseGroup(body); err != nil {
 				return
 			}
 		}
@@ -159,15 +159,15 @@ func FuzzSplitScope(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if err := (plenty.Query{Filters: sp.Sent, Complex: sp.SentGroup}).Validate(); err != nil {
+		if err := (order.Query{Filters: sp.Sent, Complex: sp.SentGroup}).Validate(); err != nil {
 			t.Fatalf("the part sent is not a valid query: %v", err)
 		}
-		sentAll := &plenty.Group{Fields: sp.Sent}
+		sentAll := &order.Group{Fields: sp.Sent}
 		if sp.SentGroup != nil {
-			sentAll.Groups = []*plenty.Group{sp.SentGroup}
+			sentAll.Groups = []*order.Group{sp.SentGroup}
 		}
-		var sentFields func(g *plenty.Group)
-		sentFields = func(g *plenty.Group) {
+		var sentFields func(g *order.Group)
+		sentFields = func(g *order.Group) {
 			for _, fl := range g.Fields {
 				if c, _ := ClassifyScopeField(fl.Field); c != ScopeSent {
 					t.Fatalf("%s sent to the service: it may change", fl.Field)
@@ -178,9 +178,9 @@ func FuzzSplitScope(f *testing.F) {
 			}
 		}
 		sentFields(sentAll)
-		whole := &plenty.Group{Fields: fs}
+		whole := &order.Group{Fields: fs}
 		if g != nil {
-			whole.Groups = []*plenty.Group{g}
+			whole.Groups = []*order.Group{g}
 		}
 		all, err := localGroup(whole, 0)
 		if err != nil {
@@ -190,7 +190,7 @@ func FuzzSplitScope(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, err := plenty.DecodeOrder(raw)
+		o, err := order.DecodeOrder(raw)
 		if err != nil {
 			return
 		}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/refdata"
 )
 
@@ -29,7 +29,7 @@ const withRelations = `{"id":2302,"referrerId":1,"plentyId":41523,"typeId":1,"lo
 
 func encodeEntry(t testing.TB, raw string) []byte {
 	t.Helper()
-	o, err := plenty.DecodeOrder(json.RawMessage(raw))
+	o, err := order.DecodeOrder(json.RawMessage(raw))
 	if err != nil {
 		t.Fatalf("DecodeOrder(%s): %v", raw, err)
 	}
@@ -138,7 +138,7 @@ func TestLabels(t *testing.T) {
 // exactly as before labels existed (the order, then the end of data).
 func TestLabelsLeaveOtherEventsAlone(t *testing.T) {
 	for _, raw := range fixtureEntries(t) {
-		o, err := plenty.DecodeOrder(raw)
+		o, err := order.DecodeOrder(raw)
 		if err != nil {
 			continue
 		}
@@ -187,7 +187,7 @@ func FuzzLabels(f *testing.F) {
 	f.Add([]byte(`{"id":1,"updatedAt":"2026-01-01T00:00:00Z","orderItems":[{"amounts":{"currency":"eur"}}],"amounts":[{"currency":"\u0045UR"}]}`))
 	f.Add([]byte(`{"id":1,"updatedAt":"2026-01-01T00:00:00Z","addresses":[{"countryId":1.000},{"countryId":"007"},{"countryId":-0}]}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		o, err := plenty.DecodeOrder(raw)
+		o, err := order.DecodeOrder(raw)
 		if err != nil {
 			return
 		}
@@ -360,12 +360,12 @@ func hasDuplicateKeys(raw []byte) bool {
 }
 
 func BenchmarkEncodeWithRelations(b *testing.B) {
-	o, err := plenty.DecodeOrder(json.RawMessage(withRelations))
+	o, err := order.DecodeOrder(json.RawMessage(withRelations))
 	if err != nil {
 		b.Fatal(err)
 	}
 	prev := StateOf(o)
-	prev.StatusID = plenty.MustDecimal("4")
+	prev.StatusID = order.MustDecimal("4")
 	_, _, events := Decide(&prev, o, Options{})
 	buf := make([]byte, 0, 4096)
 	b.ReportAllocs()

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // The scope (WATCHER_SCOPE, WATCHER_SCOPE_JSON) narrows what orderwatch
@@ -52,7 +52,7 @@ type scopeField struct {
 	fixed bool // never changes over an order's life
 	sent  bool // fixed and listed by the spec: the service may apply it
 	why   string
-	get   func(id int64, s *State) (dec plenty.Decimal, n int64, text string, at plenty.Time)
+	get   func(id int64, s *State) (dec order.Decimal, n int64, text string, at order.Time)
 }
 
 // scopeFields are the filter names a scope may use. Fixed: the order id, its
@@ -63,40 +63,40 @@ type scopeField struct {
 // ignores unknown names silently), so they are evaluated locally too.
 var scopeFields = map[string]scopeField{
 	"statusId": {kind: kindDecimal, why: "changes over an order's life",
-		get: func(_ int64, s *State) (plenty.Decimal, int64, string, plenty.Time) {
-			return s.StatusID, 0, "", plenty.Time{}
+		get: func(_ int64, s *State) (order.Decimal, int64, string, order.Time) {
+			return s.StatusID, 0, "", order.Time{}
 		}},
 	"lockStatus": {kind: kindString, why: "changes over an order's life",
-		get: func(_ int64, s *State) (plenty.Decimal, int64, string, plenty.Time) {
-			return plenty.Decimal{}, 0, s.LockStatus, plenty.Time{}
+		get: func(_ int64, s *State) (order.Decimal, int64, string, order.Time) {
+			return order.Decimal{}, 0, s.LockStatus, order.Time{}
 		}},
 	"ownerId": {kind: kindString, why: "changes over an order's life",
-		get: func(_ int64, s *State) (plenty.Decimal, int64, string, plenty.Time) {
-			return plenty.Decimal{}, 0, string(s.OwnerID), plenty.Time{}
+		get: func(_ int64, s *State) (order.Decimal, int64, string, order.Time) {
+			return order.Decimal{}, 0, string(s.OwnerID), order.Time{}
 		}},
 	"locationId": {kind: kindString, why: "the spec does not show it to be fixed",
-		get: func(_ int64, s *State) (plenty.Decimal, int64, string, plenty.Time) {
-			return plenty.Decimal{}, 0, string(s.LocationID), plenty.Time{}
+		get: func(_ int64, s *State) (order.Decimal, int64, string, order.Time) {
+			return order.Decimal{}, 0, string(s.LocationID), order.Time{}
 		}},
 	"orderTypeId": {kind: kindInt, fixed: true, sent: true, why: "never changes",
-		get: func(_ int64, s *State) (plenty.Decimal, int64, string, plenty.Time) {
-			return plenty.Decimal{}, s.TypeID, "", plenty.Time{}
+		get: func(_ int64, s *State) (order.Decimal, int64, string, order.Time) {
+			return order.Decimal{}, s.TypeID, "", order.Time{}
 		}},
 	"referrerId": {kind: kindDecimal, fixed: true, sent: true, why: "never changes",
-		get: func(_ int64, s *State) (plenty.Decimal, int64, string, plenty.Time) {
-			return s.ReferrerID, 0, "", plenty.Time{}
+		get: func(_ int64, s *State) (order.Decimal, int64, string, order.Time) {
+			return s.ReferrerID, 0, "", order.Time{}
 		}},
 	"createdAt": {kind: kindTime, fixed: true, sent: true, why: "never changes",
-		get: func(_ int64, s *State) (plenty.Decimal, int64, string, plenty.Time) {
-			return plenty.Decimal{}, 0, "", s.CreatedAt
+		get: func(_ int64, s *State) (order.Decimal, int64, string, order.Time) {
+			return order.Decimal{}, 0, "", s.CreatedAt
 		}},
 	"plentyId": {kind: kindInt, fixed: true, why: "never changes, but the spec does not list the filter",
-		get: func(_ int64, s *State) (plenty.Decimal, int64, string, plenty.Time) {
-			return plenty.Decimal{}, s.PlentyID, "", plenty.Time{}
+		get: func(_ int64, s *State) (order.Decimal, int64, string, order.Time) {
+			return order.Decimal{}, s.PlentyID, "", order.Time{}
 		}},
 	"orderId": {kind: kindInt, fixed: true, why: "never changes, but the spec does not list the filter (and keyset paging uses it)",
-		get: func(id int64, _ *State) (plenty.Decimal, int64, string, plenty.Time) {
-			return plenty.Decimal{}, id, "", plenty.Time{}
+		get: func(id int64, _ *State) (order.Decimal, int64, string, order.Time) {
+			return order.Decimal{}, id, "", order.Time{}
 		}},
 }
 
@@ -140,12 +140,12 @@ type Scope struct {
 }
 
 type scopeCond struct {
-	f     plenty.Filter
+	f     order.Filter
 	field scopeField
-	decs  []plenty.Decimal
+	decs  []order.Decimal
 	ints  []int64
 	texts []string
-	times []plenty.Time
+	times []order.Time
 }
 
 // Match reports whether the order with id and state s is in the scope.
@@ -186,7 +186,7 @@ func (sc *Scope) String() string {
 }
 
 // FilterString renders a filter in query form: "statusId=in:5,6".
-func FilterString(f plenty.Filter) string {
+func FilterString(f order.Filter) string {
 	texts := make([]string, len(f.Values))
 	for i, v := range f.Values {
 		texts[i] = v.String()
@@ -194,21 +194,21 @@ func FilterString(f plenty.Filter) string {
 	return f.Field + "=" + string(f.Op) + ":" + strings.Join(texts, ",")
 }
 
-func newCond(f plenty.Filter) (scopeCond, error) {
+func newCond(f order.Filter) (scopeCond, error) {
 	field, ok := scopeFields[f.Field]
 	if !ok {
 		_, why := ClassifyScopeField(f.Field)
 		return scopeCond{}, fmt.Errorf("scope filter %s: %s", f.Field, why)
 	}
 	c := scopeCond{f: f, field: field}
-	if field.kind == kindString && (f.Op == plenty.OpLt || f.Op == plenty.OpLte || f.Op == plenty.OpGt || f.Op == plenty.OpGte || f.Op == plenty.OpBetween) {
+	if field.kind == kindString && (f.Op == order.OpLt || f.Op == order.OpLte || f.Op == order.OpGt || f.Op == order.OpGte || f.Op == order.OpBetween) {
 		return scopeCond{}, fmt.Errorf("scope filter %s: no range operator (%s) on a text field", f.Field, f.Op)
 	}
 	for _, v := range f.Values {
 		text := v.String()
 		switch field.kind {
 		case kindDecimal:
-			d, err := plenty.ParseDecimal(text)
+			d, err := order.ParseDecimal(text)
 			if err != nil || d.IsZero() {
 				return scopeCond{}, fmt.Errorf("scope filter %s: value %q is not a decimal", f.Field, text)
 			}
@@ -220,7 +220,7 @@ func newCond(f plenty.Filter) (scopeCond, error) {
 			}
 			c.ints = append(c.ints, n)
 		case kindTime:
-			t, err := plenty.ParseTime(text)
+			t, err := order.ParseTime(text)
 			if err != nil || t.IsZero() {
 				return scopeCond{}, fmt.Errorf("scope filter %s: value %q is not an RFC 3339 timestamp with offset", f.Field, text)
 			}
@@ -254,19 +254,19 @@ func (c *scopeCond) match(id int64, s *State) bool {
 		compare = func(i int) int { return strings.Compare(text, c.texts[i]) }
 	}
 	switch {
-	case c.f.Op == plenty.OpNull:
+	case c.f.Op == order.OpNull:
 		return !present
-	case c.f.Op == plenty.OpNn:
+	case c.f.Op == order.OpNn:
 		return present
 	case !present:
-		return c.f.Op == plenty.OpNot || c.f.Op == plenty.OpNin
+		return c.f.Op == order.OpNot || c.f.Op == order.OpNin
 	}
 	switch c.f.Op {
-	case plenty.OpEq:
+	case order.OpEq:
 		return compare(0) == 0
-	case plenty.OpNot:
+	case order.OpNot:
 		return compare(0) != 0
-	case plenty.OpIn, plenty.OpNin:
+	case order.OpIn, order.OpNin:
 		found := false
 		for i := range c.f.Values {
 			if compare(i) == 0 {
@@ -274,16 +274,16 @@ func (c *scopeCond) match(id int64, s *State) bool {
 				break
 			}
 		}
-		return found == (c.f.Op == plenty.OpIn)
-	case plenty.OpLt:
+		return found == (c.f.Op == order.OpIn)
+	case order.OpLt:
 		return compare(0) < 0
-	case plenty.OpLte:
+	case order.OpLte:
 		return compare(0) <= 0
-	case plenty.OpGt:
+	case order.OpGt:
 		return compare(0) > 0
-	case plenty.OpGte:
+	case order.OpGte:
 		return compare(0) >= 0
-	case plenty.OpBetween:
+	case order.OpBetween:
 		return compare(0) >= 0 && compare(1) <= 0
 	}
 	return false
@@ -292,9 +292,9 @@ func (c *scopeCond) match(id int64, s *State) bool {
 // ScopeSplit is a scope divided between the service and orderwatch. The
 // order is in scope when it matches all three parts.
 type ScopeSplit struct {
-	Sent      []plenty.Filter // simple filters sent with every search (query string)
-	SentGroup *plenty.Group   // complex filter sent with every search (POST); nil: none
-	Local     *Scope          // evaluated on before and after; nil: none
+	Sent      []order.Filter // simple filters sent with every search (query string)
+	SentGroup *order.Group   // complex filter sent with every search (POST); nil: none
+	Local     *Scope         // evaluated on before and after; nil: none
 }
 
 // SplitScope divides the simple filters (all of which must hold) and the
@@ -305,7 +305,7 @@ type ScopeSplit struct {
 // under "or" is evaluated locally as a whole (sending its fixed part would
 // drop orders the changing part admits). A filter orderwatch can neither
 // send safely nor evaluate is an error naming it.
-func SplitScope(simple []plenty.Filter, group *plenty.Group) (ScopeSplit, error) {
+func SplitScope(simple []order.Filter, group *order.Group) (ScopeSplit, error) {
 	var sp ScopeSplit
 	local := &Scope{}
 	for _, f := range simple {
@@ -347,13 +347,13 @@ func SplitScope(simple []plenty.Filter, group *plenty.Group) (ScopeSplit, error)
 	return sp, nil
 }
 
-// maxScopeDepth bounds the nesting of a scope group (plenty.ParseGroup
+// maxScopeDepth bounds the nesting of a scope group (order.ParseGroup
 // bounds it already; this keeps splitGroup safe on any input).
 const maxScopeDepth = 32
 
 // splitGroup splits g into the part the service may apply and the part
 // evaluated locally; either may be nil.
-func splitGroup(g *plenty.Group, depth int) (sent *plenty.Group, local *Scope, err error) {
+func splitGroup(g *order.Group, depth int) (sent *order.Group, local *Scope, err error) {
 	if depth > maxScopeDepth {
 		return nil, nil, fmt.Errorf("scope groups nested deeper than %d", maxScopeDepth)
 	}
@@ -368,7 +368,7 @@ func splitGroup(g *plenty.Group, depth int) (sent *plenty.Group, local *Scope, e
 		local, err := localGroup(g, depth)
 		return nil, local, err
 	}
-	sent = &plenty.Group{}
+	sent = &order.Group{}
 	local = &Scope{}
 	for _, f := range g.Fields {
 		if cl, _ := ClassifyScopeField(f.Field); cl == ScopeSent {
@@ -404,7 +404,7 @@ func splitGroup(g *plenty.Group, depth int) (sent *plenty.Group, local *Scope, e
 
 // checkGroup reports whether every condition of g may go to the service,
 // and refuses a condition orderwatch cannot honour.
-func checkGroup(g *plenty.Group, depth int) (allSent bool, err error) {
+func checkGroup(g *order.Group, depth int) (allSent bool, err error) {
 	if depth > maxScopeDepth {
 		return false, fmt.Errorf("scope groups nested deeper than %d", maxScopeDepth)
 	}
@@ -430,7 +430,7 @@ func checkGroup(g *plenty.Group, depth int) (allSent bool, err error) {
 }
 
 // localGroup compiles the whole of g for local evaluation.
-func localGroup(g *plenty.Group, depth int) (*Scope, error) {
+func localGroup(g *order.Group, depth int) (*Scope, error) {
 	if depth > maxScopeDepth {
 		return nil, fmt.Errorf("scope groups nested deeper than %d", maxScopeDepth)
 	}

@@ -4,21 +4,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
-func mustFilter(t testing.TB, field, raw string) plenty.Filter {
+func mustFilter(t testing.TB, field, raw string) order.Filter {
 	t.Helper()
-	f, err := plenty.ParseFilter(field, raw)
+	f, err := order.ParseFilter(field, raw)
 	if err != nil {
 		t.Fatalf("%s=%s: %v", field, raw, err)
 	}
 	return f
 }
 
-func mustGroup(t testing.TB, body string) *plenty.Group {
+func mustGroup(t testing.TB, body string) *order.Group {
 	t.Helper()
-	g, err := plenty.ParseGroup([]byte(body))
+	g, err := order.ParseGroup([]byte(body))
 	if err != nil {
 		t.Fatalf("%s: %v", body, err)
 	}
@@ -68,11 +68,11 @@ func TestSplitScope(t *testing.T) {
 		{name: "not an integer", simple: [][2]string{{"plentyId", "abc"}}, err: "not an integer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var simple []plenty.Filter
+			var simple []order.Filter
 			for _, kv := range tc.simple {
 				simple = append(simple, mustFilter(t, kv[0], kv[1]))
 			}
-			var g *plenty.Group
+			var g *order.Group
 			if tc.group != "" {
 				g = mustGroup(t, tc.group)
 			}
@@ -97,7 +97,7 @@ func TestSplitScope(t *testing.T) {
 				t.Errorf("sent group %+v, want one: %v", sp.SentGroup, tc.sentGroup)
 			}
 			if sp.SentGroup != nil {
-				if err := (plenty.Query{Filters: sp.Sent, Complex: sp.SentGroup}).Validate(); err != nil {
+				if err := (order.Query{Filters: sp.Sent, Complex: sp.SentGroup}).Validate(); err != nil {
 					t.Errorf("the part sent is not a valid query: %v", err)
 				}
 			}
@@ -136,7 +136,7 @@ func TestScopeMatch(t *testing.T) {
 		{"createdAt", "gt:2026-11-20T10:40:17Z", false, false},
 		{"locationId", "1", true, true},
 	} {
-		sp, err := SplitScope([]plenty.Filter{mustFilter(t, tc.field, tc.raw)}, nil)
+		sp, err := SplitScope([]order.Filter{mustFilter(t, tc.field, tc.raw)}, nil)
 		if err != nil {
 			t.Fatalf("%s=%s: %v", tc.field, tc.raw, err)
 		}
@@ -144,7 +144,7 @@ func TestScopeMatch(t *testing.T) {
 		if sc == nil {
 			// A filter the service applies: evaluate it locally as a group
 			// would be when mixed with a changing field.
-			sc, err = localGroup(&plenty.Group{Fields: sp.Sent}, 0)
+			sc, err = localGroup(&order.Group{Fields: sp.Sent}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestScopeMatch(t *testing.T) {
 // scope (5 -> 7) and coming back (7 -> 5) is published; changes outside the
 // scope are tracked silently; an order never in scope is not stored.
 func TestDecideScope(t *testing.T) {
-	sp, err := SplitScope([]plenty.Filter{mustFilter(t, "statusId", "in:5,6")}, nil)
+	sp, err := SplitScope([]order.Filter{mustFilter(t, "statusId", "in:5,6")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // Subject returns the NATS subject of the event under prefix (see DESIGN.md
@@ -25,7 +25,7 @@ func (e Event) Subject(prefix string) string {
 	id := strconv.FormatInt(e.OrderID, 10)
 	switch e.Type {
 	case StatusChanged:
-		var from plenty.Decimal
+		var from order.Decimal
 		if e.Before != nil {
 			from = e.Before.StatusID
 		}
@@ -38,7 +38,7 @@ func (e Event) Subject(prefix string) string {
 	}
 }
 
-func statusToken(d plenty.Decimal) string {
+func statusToken(d order.Decimal) string {
 	if d.IsZero() {
 		return "none"
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/mirror"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -91,8 +91,8 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 }
 
 func orderState(status string, at time.Time) diff.State {
-	return diff.State{StatusID: plenty.MustDecimal(status), LockStatus: "unlocked", TypeID: 1, PlentyID: 1,
-		CreatedAt: plenty.Time{Time: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}, UpdatedAt: plenty.Time{Time: at}}
+	return diff.State{StatusID: order.MustDecimal(status), LockStatus: "unlocked", TypeID: 1, PlentyID: 1,
+		CreatedAt: order.Time{Time: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}, UpdatedAt: order.Time{Time: at}}
 }
 
 // change commits a status change of order id with its event; published

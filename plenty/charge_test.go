@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 )
 
@@ -22,7 +23,7 @@ func TestEveryCallCharged(t *testing.T) {
 		if i == 6 {
 			e.sim.ExpireSessions() // the next search is answered 401: login again
 		}
-		for p, err := range c.Pages(context.Background(), plenty.Query{ItemsPerPage: 50}) {
+		for p, err := range c.Pages(context.Background(), order.Query{ItemsPerPage: 50}) {
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,8 +1,9 @@
 // Package plenty is the REST client of the commerce service: login with token
-// reuse and refresh, versioned Accept header, simple and complex order search
-// filters, paginated order search, throttle pacing, retries with backoff and
-// typed errors. It follows the service's documented conventions and the
-// behaviour of real systems described in DESIGN.md.
+// reuse and refresh, versioned Accept header, paginated order search, throttle
+// pacing, retries with backoff and typed errors. It follows the service's
+// documented conventions and the behaviour of real systems described in
+// DESIGN.md. The order model it sends and decodes (orders, filters, queries,
+// pages, the session token) is package plenty/order.
 package plenty
 
 import (
@@ -23,6 +24,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // Routes as labelled in CallInfo (and so in metrics).
@@ -132,7 +135,7 @@ type Client struct {
 	pacer  *Pacer
 
 	sessMu         sync.Mutex // held while a token is obtained: one login or renewal in flight at most
-	token          Token
+	token          order.Token
 	tokenLoaded    bool
 	logins         loginGuard
 	refreshRefused bool      // the service does not renew tokens: re-login on expiry
@@ -285,7 +288,7 @@ func (c *Client) ClockTrouble() string {
 // SearchOrders fetches one page of order search: GET with simple filters,
 // POST when q.Complex is set. Retryable failures are retried with backoff;
 // the page is decoded (bad entries reported in Page.Bad).
-func (c *Client) SearchOrders(ctx context.Context, q Query) (*Page, error) {
+func (c *Client) SearchOrders(ctx context.Context, q order.Query) (*order.Page, error) {
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("search orders: %w", err)
 	}
@@ -297,12 +300,12 @@ func (c *Client) SearchOrders(ctx context.Context, q Query) (*Page, error) {
 			return nil, fmt.Errorf("search orders: encode filter: %w", err)
 		}
 	}
-	var page *Page
+	var page *order.Page
 	err := c.call(ctx, request{
 		op: "search orders", route: RouteSearch, method: method,
 		path: "/rest/orders/search", query: q.Values(), body: body, auth: true,
 		decode: func(b []byte) (err error) {
-			page, err = DecodePage(b)
+			page, err = order.DecodePage(b)
 			return err
 		},
 	})
@@ -315,8 +318,8 @@ func (c *Client) SearchOrders(ctx context.Context, q Query) (*Page, error) {
 // Pages iterates over the pages of a search from q.Page (default 1) to the
 // last, trusting the envelope's page numbers, never the requested size. It
 // stops after the first error, which it yields.
-func (c *Client) Pages(ctx context.Context, q Query) iter.Seq2[*Page, error] {
-	return func(yield func(*Page, error) bool) {
+func (c *Client) Pages(ctx context.Context, q order.Query) iter.Seq2[*order.Page, error] {
+	return func(yield func(*order.Page, error) bool) {
 		if q.Page <= 0 {
 			q.Page = 1
 		}
@@ -352,8 +355,23 @@ type request struct {
 	salvage func([]byte)
 }
 
+// oneAttemptKey marks a context of OneAttempt.
+type oneAttemptKey struct{}
+
+// OneAttempt returns a context under which a call of the client makes one
+// attempt: a failure it would retry with backoff (a 5xx, a network error,
+// a 429, a body that does not decode) is returned at once. It is for a
+// caller that has a retry of its own and better work to do meanwhile (the
+// poller's retry of quarantined orders by id backs off per order, and the
+// sweep's window is not to wait for it). Pacing and a login again after a
+// rejected token are as for any call.
+func OneAttempt(ctx context.Context) context.Context {
+	return context.WithValue(ctx, oneAttemptKey{}, true)
+}
+
 // call makes the request with pacing, the session, and retries.
 func (c *Client) call(ctx context.Context, r request) error {
+	oneAttempt, _ := ctx.Value(oneAttemptKey{}).(bool)
 	b := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(c.cfg.Retry.Initial),
 		backoff.WithMaxInterval(c.cfg.Retry.Max),
@@ -373,7 +391,7 @@ func (c *Client) call(ctx context.Context, r request) error {
 		if err := c.pacer.Wait(ctx); err != nil {
 			return fmt.Errorf("%s: %w", r.op, err)
 		}
-		var tok Token
+		var tok order.Token
 		if r.auth {
 			var err error
 			before := c.sent.Load()
@@ -430,6 +448,9 @@ func (c *Client) call(ctx context.Context, r request) error {
 				return apiErr
 			}
 			err = apiErr
+		}
+		if oneAttempt {
+			return fmt.Errorf("%s: one attempt: %w", r.op, err)
 		}
 		wait := bo.NextBackOff()
 		if wait == backoff.Stop {

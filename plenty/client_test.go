@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 )
 
@@ -81,7 +82,7 @@ func (e *env) client(t *testing.T, mod func(*plenty.Config)) *plenty.Client {
 	return c
 }
 
-func search(t *testing.T, c *plenty.Client, q plenty.Query) *plenty.Page {
+func search(t *testing.T, c *plenty.Client, q order.Query) *order.Page {
 	t.Helper()
 	p, err := c.SearchOrders(context.Background(), q)
 	if err != nil {
@@ -95,12 +96,12 @@ func TestTokenReused(t *testing.T) {
 	e.sim.Generate(10, e.clk.Now().Add(-time.Hour), e.clk.Now())
 	c := e.client(t, nil)
 	for range 3 {
-		if p := search(t, c, plenty.Query{}); p.TotalsCount != 10 {
+		if p := search(t, c, order.Query{}); p.TotalsCount != 10 {
 			t.Fatalf("totalsCount %d, want 10", p.TotalsCount)
 		}
 	}
 	// A restarted watcher (new client, same token store) reuses the session.
-	search(t, e.client(t, nil), plenty.Query{})
+	search(t, e.client(t, nil), order.Query{})
 	st := e.sim.Stats()
 	if st.LoginCalls != 1 || st.MaxConcurrentSessions != 1 {
 		t.Errorf("logins %d, max sessions %d; want 1 and 1", st.LoginCalls, st.MaxConcurrentSessions)
@@ -126,9 +127,9 @@ func TestLoginStyles(t *testing.T) {
 func TestReloginAfter401(t *testing.T) {
 	e := newEnv(t, plentysim.Config{})
 	c := e.client(t, nil)
-	search(t, c, plenty.Query{})
+	search(t, c, order.Query{})
 	e.sim.ExpireSessions() // the service forgot the session early
-	search(t, c, plenty.Query{})
+	search(t, c, order.Query{})
 	st := e.sim.Stats()
 	if st.LoginCalls != 2 || st.Unauthorized401 != 1 || st.MaxConcurrentSessions != 1 {
 		t.Errorf("logins %d, 401s %d, max sessions %d; want 2, 1, 1", st.LoginCalls, st.Unauthorized401, st.MaxConcurrentSessions)
@@ -138,16 +139,16 @@ func TestReloginAfter401(t *testing.T) {
 func TestExpiredTokenNoSecondSession(t *testing.T) {
 	e := newEnv(t, plentysim.Config{TokenTTL: time.Hour, DisableRefresh: true})
 	c := e.client(t, nil)
-	search(t, c, plenty.Query{})
+	search(t, c, order.Query{})
 	e.clk.Advance(55 * time.Minute) // inside RenewBefore: refresh is refused (404)
-	search(t, c, plenty.Query{})
-	search(t, c, plenty.Query{})
+	search(t, c, order.Query{})
+	search(t, c, order.Query{})
 	// login, search, refresh (404), search, search
 	if st := e.sim.Stats(); st.LoginCalls != 1 || st.Calls != 5 {
 		t.Fatalf("before expiry: logins %d calls %d; want 1 and 5: the token is kept while alive, a refused refresh not retried", st.LoginCalls, st.Calls)
 	}
 	e.clk.Advance(6 * time.Minute) // expired
-	search(t, c, plenty.Query{})
+	search(t, c, order.Query{})
 	st := e.sim.Stats()
 	if st.LoginCalls != 2 || st.Unauthorized401 != 0 || st.MaxConcurrentSessions != 1 || st.Calls != 7 {
 		t.Errorf("logins %d, 401s %d, max sessions %d, calls %d; want 2, 0, 1, 7", st.LoginCalls, st.Unauthorized401, st.MaxConcurrentSessions, st.Calls)
@@ -157,10 +158,10 @@ func TestExpiredTokenNoSecondSession(t *testing.T) {
 func TestRefreshKeepsOneSession(t *testing.T) {
 	e := newEnv(t, plentysim.Config{TokenTTL: time.Hour})
 	c := e.client(t, nil)
-	search(t, c, plenty.Query{})
+	search(t, c, order.Query{})
 	for range 5 {
 		e.clk.Advance(55 * time.Minute)
-		search(t, c, plenty.Query{})
+		search(t, c, order.Query{})
 	}
 	st := e.sim.Stats()
 	if st.LoginCalls != 1 || st.RefreshCalls != 5 || st.MaxConcurrentSessions != 1 || st.Unauthorized401 != 0 {
@@ -171,18 +172,18 @@ func TestRefreshKeepsOneSession(t *testing.T) {
 func TestInvalidCredentials(t *testing.T) {
 	e := newEnv(t, plentysim.Config{})
 	c := e.client(t, func(c *plenty.Config) { c.Password = "wrong" })
-	_, err := c.SearchOrders(context.Background(), plenty.Query{})
+	_, err := c.SearchOrders(context.Background(), order.Query{})
 	if !errors.Is(err, plenty.ErrInvalidCredentials) {
 		t.Fatalf("err = %v, want ErrInvalidCredentials", err)
 	}
-	if _, err := c.SearchOrders(context.Background(), plenty.Query{}); !errors.Is(err, plenty.ErrInvalidCredentials) {
+	if _, err := c.SearchOrders(context.Background(), order.Query{}); !errors.Is(err, plenty.ErrInvalidCredentials) {
 		t.Fatalf("second call: err = %v", err)
 	}
 	if n := e.sim.Stats().LoginCalls; n != 1 {
 		t.Errorf("%d login calls: a refused login must not be retried before the backoff", n)
 	}
 	e.clk.Advance(6 * time.Minute)
-	_, _ = c.SearchOrders(context.Background(), plenty.Query{})
+	_, _ = c.SearchOrders(context.Background(), order.Query{})
 	if n := e.sim.Stats().LoginCalls; n != 2 {
 		t.Errorf("%d login calls after the backoff, want 2", n)
 	}
@@ -198,7 +199,7 @@ func TestSessionLimit(t *testing.T) {
 	}
 	c := e.client(t, func(c *plenty.Config) { c.Tokens = &plenty.MemoryTokenStore{} })
 	for range 3 {
-		_, err := c.SearchOrders(context.Background(), plenty.Query{})
+		_, err := c.SearchOrders(context.Background(), order.Query{})
 		var apiErr *plenty.APIError
 		if !errors.Is(err, plenty.ErrSessionLimit) || !errors.As(err, &apiErr) || apiErr.MaxSessions != 3 {
 			t.Fatalf("err = %v, want the session limit with max 3", err)
@@ -212,11 +213,11 @@ func TestSessionLimit(t *testing.T) {
 
 func TestAPIVersionHeader(t *testing.T) {
 	e := newEnv(t, plentysim.Config{})
-	search(t, e.client(t, func(c *plenty.Config) { c.APIVersion = 2; c.APIVendor = "plentymarkets" }), plenty.Query{})
+	search(t, e.client(t, func(c *plenty.Config) { c.APIVersion = 2; c.APIVendor = "plentymarkets" }), order.Query{})
 	if got := e.sim.Stats().LastAccept; got != "application/x.plentymarkets.v2+json" {
 		t.Errorf("Accept = %q", got)
 	}
-	search(t, e.client(t, nil), plenty.Query{})
+	search(t, e.client(t, nil), order.Query{})
 	if got := e.sim.Stats().LastAccept; got != "application/json" {
 		t.Errorf("Accept without a version = %q", got)
 	}
@@ -228,7 +229,7 @@ func TestPaging(t *testing.T) {
 	c := e.client(t, nil)
 	var ids []int64
 	var pages []int64
-	for p, err := range c.Pages(context.Background(), plenty.Query{SortBy: "orderId", SortOrder: "asc", ItemsPerPage: 50}) {
+	for p, err := range c.Pages(context.Background(), order.Query{SortBy: "orderId", SortOrder: "asc", ItemsPerPage: 50}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,12 +253,12 @@ func TestDecimalAndStringStatuses(t *testing.T) {
 			o := e.sim.AddOrder(plentysim.Order{StatusID: "5.10", ReferrerID: "4.01"})
 			e.sim.AddOrder(plentysim.Order{StatusID: "11.1"})
 			c := e.client(t, nil)
-			p := search(t, c, plenty.Query{Filters: []plenty.Filter{plenty.Eq("statusId", plenty.Dec(plenty.MustDecimal("5.1")))}})
+			p := search(t, c, order.Query{Filters: []order.Filter{order.Eq("statusId", order.Dec(order.MustDecimal("5.1")))}})
 			if len(p.Orders) != 1 || p.Orders[0].ID != o.ID {
 				t.Fatalf("statusId=5.1 found %v", p.Orders)
 			}
 			got := p.Orders[0]
-			if !got.StatusID.Equal(plenty.MustDecimal("5.1")) || got.ReferrerID.Canonical() != "4.01" {
+			if !got.StatusID.Equal(order.MustDecimal("5.1")) || got.ReferrerID.Canonical() != "4.01" {
 				t.Errorf("status %q referrer %q", got.StatusID, got.ReferrerID)
 			}
 		})
@@ -279,36 +280,36 @@ func TestEveryOperator(t *testing.T) {
 	c := add(plentysim.Order{TypeID: 3, StatusID: "11.1", ReferrerID: "1", ItemIDs: []int64{10}}, 2*time.Hour)
 	d := add(plentysim.Order{TypeID: 1, StatusID: "7.01", ReferrerID: "0"}, 3*time.Hour)
 	all := []int64{a, b, c, d}
-	dec := func(s string) plenty.Value { return plenty.Dec(plenty.MustDecimal(s)) }
-	ts := func(h int) plenty.Value { return plenty.At(base.Add(time.Duration(h) * time.Hour)) }
+	dec := func(s string) order.Value { return order.Dec(order.MustDecimal(s)) }
+	ts := func(h int) order.Value { return order.At(base.Add(time.Duration(h) * time.Hour)) }
 
 	tests := []struct {
 		name string
-		f    plenty.Filter
+		f    order.Filter
 		want []int64
 	}{
-		{"eq int", plenty.Eq("orderTypeId", plenty.Int(1)), []int64{a, b, d}},
-		{"not int", plenty.Not("orderTypeId", plenty.Int(1)), []int64{c}},
-		{"in decimal", plenty.In("statusId", dec("5.10"), dec("11.1")), []int64{b, c}},
-		{"lt decimal", plenty.Lt("statusId", dec("5.1")), []int64{a}},
-		{"lte decimal", plenty.Lte("statusId", dec("5.1")), []int64{a, b}},
-		{"gt decimal", plenty.Gt("statusId", dec("7.01")), []int64{c}},
-		{"gte decimal", plenty.Gte("statusId", dec("7.01")), []int64{c, d}},
-		{"between decimal", plenty.Between("statusId", dec("5.05"), dec("7.01")), []int64{b, d}},
-		{"eq referrer", plenty.Eq("referrerId", dec("4.01")), []int64{b}},
-		{"between time", plenty.Between("createdAt", ts(1), ts(2)), []int64{b, c}},
-		{"gt time", plenty.Gt("updatedAt", ts(2)), []int64{d}},
-		{"lte time", plenty.Lte("updatedAt", ts(0)), []int64{a}},
-		{"eq item", plenty.Eq("itemId", plenty.Int(10)), []int64{a, c}},
-		{"in variation", plenty.In("itemVariationId", plenty.Int(101), plenty.Int(999)), []int64{b}},
-		{"eq property", plenty.Eq("orderProperty_3", plenty.Str("express")), []int64{a}},
-		{"not property", plenty.Not("orderProperty_3", plenty.Str("express")), []int64{b, c, d}},
-		{"relation", plenty.Eq("relationReference_contact_receiver", plenty.Int(8)), []int64{b}},
-		{"gt order id", plenty.Gt("orderId", plenty.Int(b)), []int64{c, d}},
-		{"unknown filter ignored", plenty.Eq("orderTypID", plenty.Int(99)), all},
+		{"eq int", order.Eq("orderTypeId", order.Int(1)), []int64{a, b, d}},
+		{"not int", order.Not("orderTypeId", order.Int(1)), []int64{c}},
+		{"in decimal", order.In("statusId", dec("5.10"), dec("11.1")), []int64{b, c}},
+		{"lt decimal", order.Lt("statusId", dec("5.1")), []int64{a}},
+		{"lte decimal", order.Lte("statusId", dec("5.1")), []int64{a, b}},
+		{"gt decimal", order.Gt("statusId", dec("7.01")), []int64{c}},
+		{"gte decimal", order.Gte("statusId", dec("7.01")), []int64{c, d}},
+		{"between decimal", order.Between("statusId", dec("5.05"), dec("7.01")), []int64{b, d}},
+		{"eq referrer", order.Eq("referrerId", dec("4.01")), []int64{b}},
+		{"between time", order.Between("createdAt", ts(1), ts(2)), []int64{b, c}},
+		{"gt time", order.Gt("updatedAt", ts(2)), []int64{d}},
+		{"lte time", order.Lte("updatedAt", ts(0)), []int64{a}},
+		{"eq item", order.Eq("itemId", order.Int(10)), []int64{a, c}},
+		{"in variation", order.In("itemVariationId", order.Int(101), order.Int(999)), []int64{b}},
+		{"eq property", order.Eq("orderProperty_3", order.Str("express")), []int64{a}},
+		{"not property", order.Not("orderProperty_3", order.Str("express")), []int64{b, c, d}},
+		{"relation", order.Eq("relationReference_contact_receiver", order.Int(8)), []int64{b}},
+		{"gt order id", order.Gt("orderId", order.Int(b)), []int64{c, d}},
+		{"unknown filter ignored", order.Eq("orderTypID", order.Int(99)), all},
 	}
 	cl := e.client(t, nil)
-	ids := func(p *plenty.Page) []int64 {
+	ids := func(p *order.Page) []int64 {
 		var out []int64
 		for _, o := range p.Orders {
 			out = append(out, o.ID)
@@ -318,13 +319,13 @@ func TestEveryOperator(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run("GET "+tt.name, func(t *testing.T) {
-			got := ids(search(t, cl, plenty.Query{Filters: []plenty.Filter{tt.f}}))
+			got := ids(search(t, cl, order.Query{Filters: []order.Filter{tt.f}}))
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
 		t.Run("POST "+tt.name, func(t *testing.T) {
-			got := ids(search(t, cl, plenty.Query{Complex: plenty.And(tt.f)}))
+			got := ids(search(t, cl, order.Query{Complex: order.And(tt.f)}))
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
@@ -332,26 +333,26 @@ func TestEveryOperator(t *testing.T) {
 	}
 	complexOnly := []struct {
 		name string
-		g    *plenty.Group
+		g    *order.Group
 		want []int64
 	}{
-		{"nin", plenty.And(plenty.Nin("statusId", dec("5"), dec("5.1"))), []int64{c, d}},
-		{"null property", plenty.And(plenty.Null("orderProperty_3")), []int64{c, d}},
-		{"nn property", plenty.And(plenty.NotNull("orderProperty_3")), []int64{a, b}},
-		{"or", plenty.Or(plenty.Eq("orderTypeId", plenty.Int(3)), plenty.Eq("statusId", dec("5"))), []int64{a, c}},
-		{"nested", plenty.And(plenty.Eq("orderTypeId", plenty.Int(1)),
-			plenty.Or(plenty.Eq("itemId", plenty.Int(12)), plenty.Gt("statusId", dec("7")))), []int64{b, d}},
+		{"nin", order.And(order.Nin("statusId", dec("5"), dec("5.1"))), []int64{c, d}},
+		{"null property", order.And(order.Null("orderProperty_3")), []int64{c, d}},
+		{"nn property", order.And(order.NotNull("orderProperty_3")), []int64{a, b}},
+		{"or", order.Or(order.Eq("orderTypeId", order.Int(3)), order.Eq("statusId", dec("5"))), []int64{a, c}},
+		{"nested", order.And(order.Eq("orderTypeId", order.Int(1)),
+			order.Or(order.Eq("itemId", order.Int(12)), order.Gt("statusId", dec("7")))), []int64{b, d}},
 	}
 	for _, tt := range complexOnly {
 		t.Run("POST "+tt.name, func(t *testing.T) {
-			got := ids(search(t, cl, plenty.Query{Complex: tt.g}))
+			got := ids(search(t, cl, order.Query{Complex: tt.g}))
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
 	}
 	// Simple and complex filters together: both apply.
-	got := ids(search(t, cl, plenty.Query{Filters: []plenty.Filter{plenty.Eq("orderTypeId", plenty.Int(1))}, Complex: plenty.And(plenty.Gte("statusId", dec("5.1")))}))
+	got := ids(search(t, cl, order.Query{Filters: []order.Filter{order.Eq("orderTypeId", order.Int(1))}, Complex: order.And(order.Gte("statusId", dec("5.1")))}))
 	if !slices.Equal(got, []int64{b, d}) {
 		t.Errorf("simple + complex: got %v", got)
 	}
@@ -362,7 +363,7 @@ func TestThrottleProactive(t *testing.T) {
 	c := e.client(t, nil)
 	start := e.clk.Now()
 	for range 40 {
-		search(t, c, plenty.Query{})
+		search(t, c, order.Query{})
 	}
 	st := e.sim.Stats()
 	if st.Throttled429 != 0 || st.CallsWhileBlocked != 0 {
@@ -380,7 +381,7 @@ func TestThrottleProactive(t *testing.T) {
 func TestThrottleRetryAfter(t *testing.T) {
 	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{ShortLimit: 5, ShortPeriod: 20 * time.Second}})
 	c := e.client(t, nil)
-	search(t, c, plenty.Query{})
+	search(t, c, order.Query{})
 	// Another integration with the same user spends the rest of the period.
 	tok, _ := e.store.LoadToken(context.Background())
 	for range 3 { // login + search used 2 of the 5 calls
@@ -393,7 +394,7 @@ func TestThrottleRetryAfter(t *testing.T) {
 		resp.Body.Close()
 	}
 	before := e.clk.Now()
-	search(t, c, plenty.Query{}) // meets a 429, waits Retry-After, succeeds
+	search(t, c, order.Query{}) // meets a 429, waits Retry-After, succeeds
 	st := e.sim.Stats()
 	if st.Throttled429 < 1 {
 		t.Fatalf("no 429 was provoked: %+v", st)
@@ -424,16 +425,16 @@ func TestFaults(t *testing.T) {
 			return errors.As(err, &e) && e.Status == 502 && strings.Contains(e.Body, "Bad Gateway")
 		}},
 		{"truncated", plentysim.Faults{TruncateRate: 1}, func(err error) bool {
-			var e *plenty.DecodeError
+			var e *order.DecodeError
 			return errors.As(err, &e)
 		}},
 		{"garbage", plentysim.Faults{GarbageRate: 1}, func(err error) bool {
-			var e *plenty.DecodeError
+			var e *order.DecodeError
 			return errors.As(err, &e)
 		}},
 		{"dropped", plentysim.Faults{DropRate: 1}, func(err error) bool {
 			var e *plenty.APIError
-			var d *plenty.DecodeError
+			var d *order.DecodeError
 			return err != nil && !errors.As(err, &e) && !errors.As(err, &d)
 		}},
 	}
@@ -442,7 +443,7 @@ func TestFaults(t *testing.T) {
 			e := newEnv(t, plentysim.Config{Faults: tt.faults})
 			e.sim.Generate(50, e.clk.Now().Add(-time.Hour), e.clk.Now())
 			c := e.client(t, func(c *plenty.Config) { c.Retry.MaxElapsed = 50 * time.Millisecond })
-			_, err := c.SearchOrders(context.Background(), plenty.Query{ItemsPerPage: 50})
+			_, err := c.SearchOrders(context.Background(), order.Query{ItemsPerPage: 50})
 			if !tt.check(err) {
 				t.Fatalf("err = %v (%T)", err, err)
 			}
@@ -459,7 +460,7 @@ func TestFaults(t *testing.T) {
 			e.sim.SetFaults(f)
 			c = e.client(t, func(c *plenty.Config) { c.Retry.MaxElapsed = 10 * time.Second })
 			for range 5 {
-				if p := search(t, c, plenty.Query{ItemsPerPage: 50}); len(p.Orders) != 50 {
+				if p := search(t, c, order.Query{ItemsPerPage: 50}); len(p.Orders) != 50 {
 					t.Fatalf("%d orders", len(p.Orders))
 				}
 			}
@@ -470,7 +471,7 @@ func TestFaults(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	e := newEnv(t, plentysim.Config{Faults: plentysim.Faults{Latency: 2 * time.Second}})
 	c := e.client(t, func(c *plenty.Config) { c.Timeout = 20 * time.Millisecond; c.Retry.MaxElapsed = 60 * time.Millisecond })
-	_, err := c.SearchOrders(context.Background(), plenty.Query{})
+	_, err := c.SearchOrders(context.Background(), order.Query{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want a deadline error", err)
 	}
@@ -479,7 +480,7 @@ func TestTimeout(t *testing.T) {
 func TestPermanentErrors(t *testing.T) {
 	e := newEnv(t, plentysim.Config{})
 	c := e.client(t, nil)
-	_, err := c.SearchOrders(context.Background(), plenty.Query{SortBy: "updatedAt"})
+	_, err := c.SearchOrders(context.Background(), order.Query{SortBy: "updatedAt"})
 	var apiErr *plenty.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Message == "" {
 		t.Fatalf("err = %v, want a 400 with the server's message", err)
@@ -488,7 +489,7 @@ func TestPermanentErrors(t *testing.T) {
 		t.Errorf("%d calls: a 400 must not be retried", n)
 	}
 	// Validation happens before any call.
-	if _, err := c.SearchOrders(context.Background(), plenty.Query{Filters: []plenty.Filter{plenty.Null("orderProperty_1")}}); err == nil {
+	if _, err := c.SearchOrders(context.Background(), order.Query{Filters: []order.Filter{order.Null("orderProperty_1")}}); err == nil {
 		t.Error("a complex-only operator in a simple filter must be refused")
 	}
 	if n := e.sim.Stats().SearchCalls; n != 1 {
@@ -527,7 +528,7 @@ func TestUnreadableLoginIsNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		_, err = c.SearchOrders(context.Background(), plenty.Query{})
+		_, err = c.SearchOrders(context.Background(), order.Query{})
 	}
 	if logins != 1 {
 		t.Errorf("%d logins, want 1 (then the login backoff)", logins)
@@ -556,7 +557,7 @@ func TestRepeated401HoldsLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 5 {
-		if _, err := c.SearchOrders(context.Background(), plenty.Query{}); !errors.Is(err, plenty.ErrUnauthorized) {
+		if _, err := c.SearchOrders(context.Background(), order.Query{}); !errors.Is(err, plenty.ErrUnauthorized) {
 			t.Fatalf("err = %v, want ErrUnauthorized", err)
 		}
 	}
@@ -573,7 +574,7 @@ func sweepUntilServed(t *testing.T, e *env, c *plenty.Client) time.Duration {
 	t.Helper()
 	start := e.clk.Now()
 	for range 100 {
-		_, err := c.SearchOrders(context.Background(), plenty.Query{})
+		_, err := c.SearchOrders(context.Background(), order.Query{})
 		if err == nil {
 			return e.clk.Now().Sub(start)
 		}
@@ -640,17 +641,17 @@ func TestLostLoginAnswersDoNotPileUpSessions(t *testing.T) {
 func TestLearnedSessionLimit(t *testing.T) {
 	e := newEnv(t, plentysim.Config{TokenTTL: 30 * time.Second, MaxSessions: 2, LoginStyle: plentysim.LoginBoth})
 	c := e.client(t, nil)
-	search(t, c, plenty.Query{})
+	search(t, c, order.Query{})
 	e.sim.ExpireSessions()
 	if err := e.sim.FailLogins(1, plentysim.LoginDrop); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.SearchOrders(context.Background(), plenty.Query{}) // 401, a login whose answer is lost
+	_, err := c.SearchOrders(context.Background(), order.Query{}) // 401, a login whose answer is lost
 	if !errors.Is(err, plenty.ErrAnswerLost) {
 		t.Fatalf("err = %v, want ErrAnswerLost", err)
 	}
 	e.clk.Advance(10 * time.Second) // past the spacing
-	_, err = c.SearchOrders(context.Background(), plenty.Query{})
+	_, err = c.SearchOrders(context.Background(), order.Query{})
 	var held *plenty.LoginHeldError
 	if !errors.As(err, &held) || held.Until.Before(e.clk.Now().Add(15*time.Second)) {
 		t.Fatalf("err = %v: want logins held until the unsure session has ended (~20 s from now)", err)
@@ -666,10 +667,10 @@ func TestLearnedSessionLimit(t *testing.T) {
 func TestShortSessionsRenewedAtHalfLife(t *testing.T) {
 	e := newEnv(t, plentysim.Config{TokenTTL: 4 * time.Minute})
 	c := e.client(t, nil)
-	search(t, c, plenty.Query{})
+	search(t, c, order.Query{})
 	for range 20 {
 		e.clk.Advance(10 * time.Second)
-		search(t, c, plenty.Query{})
+		search(t, c, order.Query{})
 	}
 	// 200 s of calls every 10 s: the session (240 s) is renewed once it is
 	// past half its life (after 120 s), and the renewed one is fresh again.

@@ -137,6 +137,11 @@ func excerpt(body []byte) string {
 	return oneLine(truncate(bytes.TrimSpace(body), 200))
 }
 
+// truncate cuts b to at most n bytes.
+func truncate(b []byte, n int) []byte {
+	return b[:min(len(b), n)]
+}
+
 func oneLine(b []byte) string {
 	return strings.Join(strings.Fields(string(b)), " ")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 )
 
@@ -26,7 +27,7 @@ func TestGateHoldsEveryRequest(t *testing.T) {
 			return notActive
 		}
 	})
-	if _, err := c.SearchOrders(context.Background(), plenty.Query{}); !errors.Is(err, plenty.ErrFenced) || !errors.Is(err, notActive) {
+	if _, err := c.SearchOrders(context.Background(), order.Query{}); !errors.Is(err, plenty.ErrFenced) || !errors.Is(err, notActive) {
 		t.Errorf("SearchOrders through a closed gate: %v; want ErrFenced wrapping the gate's error", err)
 	}
 	if err := c.Login(context.Background()); !errors.Is(err, plenty.ErrFenced) {
@@ -36,7 +37,7 @@ func TestGateHoldsEveryRequest(t *testing.T) {
 		t.Errorf("%d logins, %d searches reached the service through a closed gate", st.LoginCalls, st.SearchCalls)
 	}
 	open.Store(true)
-	if p := search(t, c, plenty.Query{}); p.TotalsCount != 5 {
+	if p := search(t, c, order.Query{}); p.TotalsCount != 5 {
 		t.Errorf("after the gate opened: %d orders", p.TotalsCount)
 	}
 }

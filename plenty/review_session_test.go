@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 )
 
@@ -25,7 +26,7 @@ func TestLoginGuardRecordAbsurdWait(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := e.process(t, st, nil).SearchOrders(context.Background(), plenty.Query{})
+		_, err := e.process(t, st, nil).SearchOrders(context.Background(), order.Query{})
 		var held *plenty.LoginHeldError
 		if errors.As(err, &held) && held.Until.Sub(now) > 5*time.Minute {
 			t.Errorf("saved wait %v: logins held until %v, %v from now; want at most LoginBackoff (5 min)", wait, held.Until, held.Until.Sub(now))

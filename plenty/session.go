@@ -9,30 +9,32 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // tokenResponse accepts the login response in snake_case, camelCase or both.
 type tokenResponse struct {
-	TokenType    string   `json:"token_type"`
-	ExpiresIn    *FlexInt `json:"expires_in"`
-	AccessToken  string   `json:"access_token"`
-	RefreshToken string   `json:"refresh_token"`
+	TokenType    string         `json:"token_type"`
+	ExpiresIn    *order.FlexInt `json:"expires_in"`
+	AccessToken  string         `json:"access_token"`
+	RefreshToken string         `json:"refresh_token"`
 
-	TokenTypeCamel    string   `json:"tokenType"`
-	ExpiresInCamel    *FlexInt `json:"expiresIn"`
-	AccessTokenCamel  string   `json:"accessToken"`
-	RefreshTokenCamel string   `json:"refreshToken"`
+	TokenTypeCamel    string         `json:"tokenType"`
+	ExpiresInCamel    *order.FlexInt `json:"expiresIn"`
+	AccessTokenCamel  string         `json:"accessToken"`
+	RefreshTokenCamel string         `json:"refreshToken"`
 }
 
 // DecodeToken decodes a login or refresh response; expires_in is seconds
 // counted from now. A response without an access token or a lifetime is an error.
-func DecodeToken(body []byte, now time.Time) (Token, error) {
+func DecodeToken(body []byte, now time.Time) (order.Token, error) {
 	var r tokenResponse
 	// The body holds tokens: no error may quote it.
 	if err := json.Unmarshal(body, &r); err != nil {
-		return Token{}, &DecodeError{What: "login response", Body: []byte("(not shown: may hold a token)"), Err: errors.New("not a token response")}
+		return order.Token{}, &order.DecodeError{What: "login response", Body: []byte("(not shown: may hold a token)"), Err: errors.New("not a token response")}
 	}
-	t := Token{
+	t := order.Token{
 		AccessToken:  first(r.AccessToken, r.AccessTokenCamel),
 		RefreshToken: first(r.RefreshToken, r.RefreshTokenCamel),
 		TokenType:    first(r.TokenType, r.TokenTypeCamel),
@@ -42,7 +44,7 @@ func DecodeToken(body []byte, now time.Time) (Token, error) {
 		exp = r.ExpiresInCamel
 	}
 	if t.AccessToken == "" || exp == nil || *exp <= 0 || *exp > 10*365*86400 {
-		return Token{}, &DecodeError{What: "login response", Body: []byte("(not shown: may hold a token)"),
+		return order.Token{}, &order.DecodeError{What: "login response", Body: []byte("(not shown: may hold a token)"),
 			Err: errors.New("no access token or no positive expires_in")}
 	}
 	t.ExpiresAt = now.Add(time.Duration(*exp) * time.Second)
@@ -79,7 +81,7 @@ func salvageLifetime(b []byte) time.Duration {
 			}
 			continue
 		}
-		var n FlexInt
+		var n order.FlexInt
 		if dec.Decode(&n) != nil {
 			return longest
 		}
@@ -342,13 +344,13 @@ func (c *Client) Login(ctx context.Context) error {
 // session returns a live token: the one in hand or in the store, renewed
 // when close to expiry where the service allows, else a new login. Logging in
 // only when no live token exists keeps the client at one session.
-func (c *Client) session(ctx context.Context) (Token, error) {
+func (c *Client) session(ctx context.Context) (order.Token, error) {
 	c.sessMu.Lock()
 	defer c.sessMu.Unlock()
 	if !c.tokenLoaded {
 		t, err := c.cfg.Tokens.LoadToken(ctx)
 		if err != nil {
-			return Token{}, fmt.Errorf("load stored token: %w", err)
+			return order.Token{}, fmt.Errorf("load stored token: %w", err)
 		}
 		c.token, c.tokenLoaded = t, true
 		c.loadGuard()
@@ -359,7 +361,7 @@ func (c *Client) session(ctx context.Context) (Token, error) {
 		if !g.rejectedSince.IsZero() && now.Before(g.notBefore) {
 			// A fresh token the service rejected: tried again later, no
 			// new login meanwhile.
-			return Token{}, &LoginHeldError{Until: g.notBefore, Reason: g.reason}
+			return order.Token{}, &LoginHeldError{Until: g.notBefore, Reason: g.reason}
 		}
 		if !c.cfg.NoRenew && !c.refreshRefused && c.token.RefreshToken != "" && !now.Before(c.refreshRetry) &&
 			!c.token.Valid(now, c.renewBefore()) && g.mayRenew(now) {
@@ -368,12 +370,12 @@ func (c *Client) session(ctx context.Context) (Token, error) {
 		return c.token, nil
 	}
 	if now.Before(g.notBefore) {
-		return Token{}, &LoginHeldError{Until: g.notBefore, Reason: g.reason}
+		return order.Token{}, &LoginHeldError{Until: g.notBefore, Reason: g.reason}
 	}
 	g.prune(now)
 	if n := len(g.unsure); n >= g.own() {
 		first := slices.MinFunc(g.unsure, time.Time.Compare)
-		return Token{}, &LoginHeldError{Until: first, Reason: fmt.Errorf(
+		return order.Token{}, &LoginHeldError{Until: first, Reason: fmt.Errorf(
 			"%d sessions may be open that this client has no token for (logins or renewals whose answers were lost, fresh tokens the service rejected), live until %s at the latest; a new login could leave the shop's other integrations none of its %d: %w",
 			n, first.Format(time.RFC3339), g.limit, ErrAnswerLost)}
 	}
@@ -398,10 +400,10 @@ func (c *Client) lostLifetime(salvaged time.Duration) time.Duration {
 // throttling); any other failure holds back the next login. Before the
 // request goes out the session it may open is recorded as unsure, so that a
 // process killed before the answer arrives leaves it counted.
-func (c *Client) login(ctx context.Context) (Token, error) {
+func (c *Client) login(ctx context.Context) (order.Token, error) {
 	body, _ := json.Marshal(map[string]string{"username": c.cfg.Username, "password": c.cfg.Password})
 	var (
-		tok        Token
+		tok        order.Token
 		life       time.Duration // expires_in salvaged from a lost answer
 		concurrent int           // concurrent_sessions of the answer (this one included); 0 = not said
 	)
@@ -412,8 +414,8 @@ func (c *Client) login(ctx context.Context) (Token, error) {
 		op: "login", route: RouteLogin, method: http.MethodPost, path: "/rest/login", body: body, final: true,
 		decode: func(b []byte) (err error) {
 			var n struct {
-				Max     FlexInt `json:"max_current_sessions"`
-				Current FlexInt `json:"concurrent_sessions"`
+				Max     order.FlexInt `json:"max_current_sessions"`
+				Current order.FlexInt `json:"concurrent_sessions"`
 			}
 			if json.Unmarshal(b, &n) == nil {
 				if n.Max > 0 {
@@ -466,7 +468,7 @@ func (c *Client) login(ctx context.Context) (Token, error) {
 		}
 	}
 	c.saveGuard()
-	return Token{}, err
+	return order.Token{}, err
 }
 
 // spaceOut holds the next login for the current spacing and doubles it, up
@@ -488,7 +490,7 @@ func (c *Client) spaceOut(now time.Time, why error) {
 func (c *Client) refresh(ctx context.Context) {
 	body, _ := json.Marshal(map[string]string{"refresh_token": c.token.RefreshToken})
 	var (
-		tok  Token
+		tok  order.Token
 		life time.Duration
 	)
 	g := &c.logins
@@ -528,7 +530,7 @@ func (c *Client) refresh(ctx context.Context) {
 	c.saveGuard()
 }
 
-func (c *Client) setToken(ctx context.Context, t Token) {
+func (c *Client) setToken(ctx context.Context, t order.Token) {
 	c.token = t
 	c.fresh.Store(false)
 	if err := c.cfg.Tokens.SaveToken(ctx, t); err != nil {
@@ -538,7 +540,7 @@ func (c *Client) setToken(ctx context.Context, t Token) {
 
 // served notes that tok was accepted by the service (a 2xx to a call made
 // with it): it is no longer fresh, and the spacing of logins starts over.
-func (c *Client) served(tok Token) {
+func (c *Client) served(tok order.Token) {
 	if !c.fresh.Load() {
 		return
 	}
@@ -562,7 +564,7 @@ func (c *Client) served(tok Token) {
 // doubling up to LoginBackoff); once it has been refused for LoginBackoff it
 // is dropped and its session counted as open until the token's expiry (a
 // 401 does not prove it gone), and the next login waits its turn.
-func (c *Client) tokenRejected(ctx context.Context, tok Token, why error) (retry bool) {
+func (c *Client) tokenRejected(ctx context.Context, tok order.Token, why error) (retry bool) {
 	c.sessMu.Lock()
 	defer c.sessMu.Unlock()
 	if c.token.AccessToken != tok.AccessToken {
@@ -570,7 +572,7 @@ func (c *Client) tokenRejected(ctx context.Context, tok Token, why error) (retry
 	}
 	if !c.fresh.Load() {
 		c.log.Info("session token rejected by the service; logging in again")
-		c.setToken(ctx, Token{})
+		c.setToken(ctx, order.Token{})
 		c.saveGuard()
 		return true
 	}
@@ -582,7 +584,7 @@ func (c *Client) tokenRejected(ctx context.Context, tok Token, why error) (retry
 	if now.Sub(g.rejectedSince) >= c.cfg.LoginBackoff {
 		g.unsure = append(g.unsure, tok.ExpiresAt)
 		g.rejectedSince = time.Time{}
-		c.setToken(ctx, Token{})
+		c.setToken(ctx, order.Token{})
 		c.spaceOut(now, why)
 		c.log.Error("a fresh session token is still rejected by the service; dropped, its session counted as open until it expires",
 			"err", why, "next_login_at", g.notBefore.Format(time.RFC3339), "unsure_sessions", len(g.unsure),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -88,7 +89,7 @@ func TestRejectedFreshTokens(t *testing.T) {
 func TestLostRefreshAnswerCounted(t *testing.T) {
 	e := newEnv(t, plentysim.Config{TokenTTL: time.Hour, MaxSessions: 3})
 	c := e.client(t, nil)
-	search(t, c, plenty.Query{})
+	search(t, c, order.Query{})
 	e.sim.FailRefreshes(1)
 	if err := e.sim.FailLogins(1, plentysim.LoginDrop); err != nil {
 		t.Fatal(err)
@@ -118,13 +119,13 @@ func TestLoginGuardSurvivesRestart(t *testing.T) {
 			}
 		}
 		st := openState(t, filepath.Join(t.TempDir(), "state.db"))
-		_, err := e.process(t, st, nil).SearchOrders(context.Background(), plenty.Query{})
+		_, err := e.process(t, st, nil).SearchOrders(context.Background(), order.Query{})
 		if !errors.Is(err, plenty.ErrSessionLimit) {
 			t.Fatalf("err = %v, want the session limit", err)
 		}
 		e.clk.Advance(time.Minute)
 		st = restart(t, st)
-		_, err = e.process(t, st, nil).SearchOrders(context.Background(), plenty.Query{})
+		_, err = e.process(t, st, nil).SearchOrders(context.Background(), order.Query{})
 		var held *plenty.LoginHeldError
 		if !errors.As(err, &held) || !errors.Is(err, plenty.ErrSessionLimit) || !held.Until.Equal(e.clk.Now().Add(4*time.Minute)) {
 			t.Fatalf("after a restart 1 min into the 5 min wait: err = %v, want held for 4 more minutes by the session limit", err)
@@ -136,7 +137,7 @@ func TestLoginGuardSurvivesRestart(t *testing.T) {
 		// the one announced.
 		st = restart(t, st)
 		back := func() time.Time { return e.clk.Now().Add(-time.Hour) }
-		_, err = e.process(t, st, func(c *plenty.Config) { c.Now = back }).SearchOrders(context.Background(), plenty.Query{})
+		_, err = e.process(t, st, func(c *plenty.Config) { c.Now = back }).SearchOrders(context.Background(), order.Query{})
 		if !errors.As(err, &held) || held.Until.After(back().Add(5*time.Minute)) {
 			t.Fatalf("clock stepped back an hour: err = %v, want a wait of at most the announced 5 min", err)
 		}
@@ -148,13 +149,13 @@ func TestLoginGuardSurvivesRestart(t *testing.T) {
 		}
 		st := openState(t, filepath.Join(t.TempDir(), "state.db"))
 		for range 2 {
-			if _, err := e.process(t, st, nil).SearchOrders(context.Background(), plenty.Query{}); !errors.Is(err, plenty.ErrAnswerLost) {
+			if _, err := e.process(t, st, nil).SearchOrders(context.Background(), order.Query{}); !errors.Is(err, plenty.ErrAnswerLost) {
 				t.Fatalf("err = %v, want a lost answer", err)
 			}
 			e.clk.Advance(10 * time.Minute) // past the spacing
 			st = restart(t, st)
 		}
-		_, err := e.process(t, st, nil).SearchOrders(context.Background(), plenty.Query{})
+		_, err := e.process(t, st, nil).SearchOrders(context.Background(), order.Query{})
 		var held *plenty.LoginHeldError
 		if !errors.As(err, &held) || held.Until.Before(e.clk.Now().Add(30*time.Minute)) {
 			t.Fatalf("err = %v: want logins held until the first lost session ends (40 min from now)", err)
@@ -168,13 +169,13 @@ func TestLoginGuardSurvivesRestart(t *testing.T) {
 		e := newEnv(t, plentysim.Config{})
 		e.sim.RejectNewTokens(time.Hour, true)
 		st := openState(t, filepath.Join(t.TempDir(), "state.db"))
-		if _, err := e.process(t, st, nil).SearchOrders(context.Background(), plenty.Query{}); !errors.Is(err, plenty.ErrUnauthorized) {
+		if _, err := e.process(t, st, nil).SearchOrders(context.Background(), order.Query{}); !errors.Is(err, plenty.ErrUnauthorized) {
 			t.Fatalf("err = %v, want 401", err)
 		}
 		for range 20 { // restarts every few seconds
 			e.clk.Advance(3 * time.Second)
 			st = restart(t, st)
-			_, _ = e.process(t, st, nil).SearchOrders(context.Background(), plenty.Query{})
+			_, _ = e.process(t, st, nil).SearchOrders(context.Background(), order.Query{})
 		}
 		if s := e.sim.Stats(); s.LoginCalls != 1 {
 			t.Errorf("%d logins in a minute of restarts with a fresh token rejected, want 1", s.LoginCalls)
@@ -209,7 +210,7 @@ func TestSessionsUnderRandomFaults(t *testing.T) {
 				case 4:
 					e.sim.ExpireSessions()
 				}
-				if _, err := c.SearchOrders(context.Background(), plenty.Query{}); err == nil {
+				if _, err := c.SearchOrders(context.Background(), order.Query{}); err == nil {
 					served++
 				}
 				e.clk.Advance(time.Duration(1+rng.IntN(1200)) * time.Second)

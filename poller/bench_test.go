@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -96,7 +96,7 @@ func benchmarkPipeline(b *testing.B, changedPct int, extra string) {
 	hi := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 	pages := 0
 	process := func(body []byte) int {
-		page, err := plenty.DecodePage(body)
+		page, err := order.DecodePage(body)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func BenchmarkHeapMillionOrders(b *testing.B) {
 	sweepAll := func(round int) {
 		for pg := range pages {
 			body = syntheticPage(body, pg, round)
-			page, err := plenty.DecodePage(body)
+			page, err := order.DecodePage(body)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -130,30 +130,13 @@ func (e *evidence) load(r clockState, local, date time.Time) bool {
 	return true
 }
 
-// recordStore is what the clock evidence needs of the state file to
-// survive a restart (state.Store has it; a store without it keeps the
-// evidence in the process only).
-type recordStore interface {
-	SaveRecord(name string, v any) error
-	LoadRecord(name string, v any) (bool, error)
-}
-
-// dateHinter is a client that says what the latest Date headers say even
-// while it distrusts them (plenty.Client): a clock set back is then
-// looked for at once rather than after the client follows the new Date.
-type dateHinter interface {
-	DateNow() (time.Time, bool)
-}
-
 // latestDate is the earlier of the Date estimate now and what the latest
 // Date headers say: a Date that jumped back is not waited for (the stamps
 // keep the window where it belongs if it is wrong, and a clock set back is
 // looked for at once); one that jumped ahead is, for a minute.
 func (p *Poller) latestDate(now time.Time) time.Time {
-	if h, ok := p.client.(dateHinter); ok {
-		if d, ok := h.DateNow(); ok && d.Before(now) {
-			return d
-		}
+	if d, ok := p.client.DateNow(); ok && d.Before(now) {
+		return d
 	}
 	return now
 }
@@ -210,12 +193,8 @@ func (p *Poller) loadClock(date time.Time) {
 		return
 	}
 	p.evLoaded = true
-	rs, ok := p.store.(recordStore)
-	if !ok {
-		return
-	}
 	var r clockState
-	found, err := rs.LoadRecord(clockRecord, &r)
+	found, err := p.store.LoadRecord(clockRecord, &r)
 	if err != nil {
 		p.log.Warn("the clock record in the state file is unreadable: nothing known, the stamps the sweep reads bound the watermark", "err", err)
 		return
@@ -276,11 +255,9 @@ func (s *sweep) probeBack(ctx context.Context, date, hiDate, watermark time.Time
 	}
 	local := p.cfg.Now()
 	p.ev.reset(newest, local)
-	if rs, ok := p.store.(recordStore); ok {
-		if rec, ok := p.evidenceRecord(local); ok {
-			if err := rs.SaveRecord(clockRecord, rec); err != nil {
-				return time.Time{}, err
-			}
+	if rec, ok := p.evidenceRecord(local); ok {
+		if err := p.store.SaveRecord(clockRecord, rec); err != nil {
+			return time.Time{}, err
 		}
 	}
 	if err := p.store.RewindWatermark(from); err != nil {

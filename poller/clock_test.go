@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/state"
@@ -148,7 +149,7 @@ func TestWatermarkAheadIsRewound(t *testing.T) {
 	e.clk.Advance(10 * time.Second)
 	changed := 0
 	for _, o := range e.sim.Orders()[:5] {
-		if !plenty.MustDecimal(o.StatusID).Equal(plenty.MustDecimal("8")) {
+		if !order.MustDecimal(o.StatusID).Equal(order.MustDecimal("8")) {
 			changed++
 		}
 		e.sim.SetStatus(o.ID, "8")

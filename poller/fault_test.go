@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/state"
@@ -172,7 +173,7 @@ func TestBulkChangeInOneSecond(t *testing.T) {
 			e.clk.Advance(time.Minute)
 			changed := 0
 			for _, o := range e.sim.Orders()[:600] { // a bulk status change: 600 orders, one second
-				if !plenty.MustDecimal(o.StatusID).Equal(plenty.MustDecimal("8")) {
+				if !order.MustDecimal(o.StatusID).Equal(order.MustDecimal("8")) {
 					changed++
 				}
 				e.sim.SetStatus(o.ID, "8")

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 )
@@ -31,7 +31,7 @@ func (h ignoresOrderID) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func bulkSecond(e *env, n int, status string) int {
 	changed := 0
 	for _, o := range e.sim.Orders()[:n] {
-		if !plenty.MustDecimal(o.StatusID).Equal(plenty.MustDecimal(status)) {
+		if !order.MustDecimal(o.StatusID).Equal(order.MustDecimal(status)) {
 			changed++
 		}
 		e.sim.SetStatus(o.ID, status)

@@ -21,13 +21,19 @@ import (
 
 	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/state"
 )
 
 // Client is what the sweep needs of the service client.
 type Client interface {
-	SearchOrders(ctx context.Context, q plenty.Query) (*plenty.Page, error)
+	SearchOrders(ctx context.Context, q order.Query) (*order.Page, error)
+	// ServerNow is the Date estimate the window follows.
 	ServerNow() (time.Time, bool)
+	// DateNow is what the latest Date headers say even while the client
+	// distrusts them: a clock set back is then looked for at once rather
+	// than after the client follows the new Date (see latestDate).
+	DateNow() (time.Time, bool)
 }
 
 // Store is what the sweep needs of the state file.
@@ -40,7 +46,16 @@ type Store interface {
 	RewindWatermark(t time.Time) error
 	// Quarantine lists the quarantined orders (Commit notes and releases them).
 	Quarantine() ([]state.Quarantined, error)
+	// RecordStore keeps the clock evidence across a restart (clockRecord):
+	// without it a restart inside a skewed Date would lose the bound that
+	// keeps the watermark below the service's clock.
+	RecordStore
 }
+
+var (
+	_ Client = (*plenty.Client)(nil)
+	_ Store  = (*state.Store)(nil)
+)
 
 // BadEntryPolicy says what a sweep does with an entry it cannot decode.
 type BadEntryPolicy string
@@ -73,8 +88,8 @@ type Config struct {
 	// filters make the sweep use POST search. Both are sent to the service:
 	// only filters on fields that never change belong here (see
 	// diff.SplitScope).
-	Scope        []plenty.Filter
-	ScopeComplex *plenty.Group
+	Scope        []order.Filter
+	ScopeComplex *order.Group
 	// ScopeLocal is the part of the scope evaluated on before and after of
 	// every change (statusId, lockStatus, ...): an order leaving it is
 	// published. nil: none.
@@ -110,7 +125,9 @@ type Config struct {
 	// quarantined orders by id, 50 orders a call [1].
 	QuarantineCalls int
 	// QuarantineRetryEvery is how long a quarantined order rests after a
-	// read found it undecodable before it is retried by id [30s].
+	// read found it undecodable before it is retried by id [30s]. A retry
+	// the service answers with an error doubles the order's rest, up to
+	// 30 minutes (quarantineBackoffMax).
 	QuarantineRetryEvery time.Duration
 
 	// OutboxWait is how long the sweep waits before trying a commit again
@@ -310,7 +327,7 @@ func New(client Client, store Store, cfg Config) (*Poller, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = plenty.Sleep
 	}
-	q := plenty.Query{Filters: cfg.Scope, Complex: cfg.ScopeComplex}
+	q := order.Query{Filters: cfg.Scope, Complex: cfg.ScopeComplex}
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("poller: scope filter: %w", err)
 	}

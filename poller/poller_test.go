@@ -15,6 +15,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/state"
@@ -181,7 +182,7 @@ func (e *env) assertSnapshotMatches() {
 			e.t.Errorf("order %d missing from the snapshot", o.ID)
 			continue
 		}
-		if !s.StatusID.Equal(plenty.MustDecimal(o.StatusID)) || s.LockStatus != o.LockStatus || !s.UpdatedAt.Equal(o.UpdatedAt) {
+		if !s.StatusID.Equal(order.MustDecimal(o.StatusID)) || s.LockStatus != o.LockStatus || !s.UpdatedAt.Equal(o.UpdatedAt) {
 			e.t.Errorf("order %d: snapshot status %s lock %s updated %v; true %s %s %v", o.ID, s.StatusID, s.LockStatus, s.UpdatedAt.Time, o.StatusID, o.LockStatus, o.UpdatedAt)
 		}
 	}
@@ -282,8 +283,8 @@ func TestChangesBecomeEvents(t *testing.T) {
 	}
 }
 
-func statusToken(s string) string { return plenty.MustDecimal(s).SubjectToken() }
-func itoa(n int64) string         { return plenty.DecimalFromInt(n).String() }
+func statusToken(s string) string { return order.MustDecimal(s).SubjectToken() }
+func itoa(n int64) string         { return order.DecimalFromInt(n).String() }
 
 func TestQuietSweepCostsTheOptimum(t *testing.T) {
 	e := newEnv(t, plentysim.Config{MaxItemsPerPage: 20}, poller.Config{ItemsPerPage: 20, Overlap: time.Minute})
@@ -389,8 +390,8 @@ func checkEvents(t *testing.T, sim *plentysim.Server, evs []cloudEvent) {
 	}
 	for _, ch := range sim.History() {
 		if ch.Kind == "status" {
-			had[ch.OrderID][plenty.MustDecimal(ch.From).Canonical()] = true
-			had[ch.OrderID][plenty.MustDecimal(ch.To).Canonical()] = true
+			had[ch.OrderID][order.MustDecimal(ch.From).Canonical()] = true
+			had[ch.OrderID][order.MustDecimal(ch.To).Canonical()] = true
 		}
 	}
 	last := map[int64]string{}
@@ -402,8 +403,8 @@ func checkEvents(t *testing.T, sim *plentysim.Server, evs []cloudEvent) {
 		if ev.Type != string(diff.StatusChanged) {
 			continue
 		}
-		from := plenty.MustDecimal(ev.Data.Before.StatusID.String()).Canonical()
-		to := plenty.MustDecimal(ev.Data.After.StatusID.String()).Canonical()
+		from := order.MustDecimal(ev.Data.Before.StatusID.String()).Canonical()
+		to := order.MustDecimal(ev.Data.After.StatusID.String()).Canonical()
 		id := ev.Data.OrderID
 		if prev, ok := last[id]; ok && prev != from {
 			t.Errorf("order %d: event from %s, but the previous event ended at %s", id, from, prev)
@@ -417,7 +418,7 @@ func checkEvents(t *testing.T, sim *plentysim.Server, evs []cloudEvent) {
 	for _, o := range sim.Orders() {
 		if to, ok := last[o.ID]; ok {
 			changed++
-			if to != plenty.MustDecimal(o.StatusID).Canonical() {
+			if to != order.MustDecimal(o.StatusID).Canonical() {
 				t.Errorf("order %d: last event ends at %s, the order is at %s", o.ID, to, o.StatusID)
 			}
 		}
@@ -435,8 +436,8 @@ func naivePager(t *testing.T, c *plenty.Client, since time.Time, snap map[int64]
 	t.Helper()
 	maxSeen := since
 	for page := 1; ; page++ {
-		p, err := c.SearchOrders(context.Background(), plenty.Query{
-			Filters: []plenty.Filter{plenty.Gte("updatedAt", plenty.At(since))},
+		p, err := c.SearchOrders(context.Background(), order.Query{
+			Filters: []order.Filter{order.Gte("updatedAt", order.At(since))},
 			SortBy:  "orderId", SortOrder: "asc", Page: page, ItemsPerPage: 5,
 		})
 		if err != nil {
@@ -470,7 +471,7 @@ func TestNaivePagerMisses(t *testing.T) {
 	naivePager(t, e.client, since, snap)
 	missed := 0
 	for _, o := range e.sim.Orders() {
-		if snap[o.ID] != plenty.MustDecimal(o.StatusID).Canonical()+"/"+o.LockStatus {
+		if snap[o.ID] != order.MustDecimal(o.StatusID).Canonical()+"/"+o.LockStatus {
 			missed++
 		}
 	}

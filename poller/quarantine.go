@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -35,6 +36,12 @@ const quarantineIDsPerCall = 50
 // excerptBytes bounds the raw entry kept in a quarantine record.
 const excerptBytes = 300
 
+// quarantineBackoffMax caps the rest of an order whose retries by id keep
+// failing (the service answers 404, 403 or 500 for it): the rest doubles
+// from QuarantineRetryEvery with each failure in a row, up to this (or
+// QuarantineRetryEvery when that is longer).
+const quarantineBackoffMax = 30 * time.Minute
+
 // errByIDIgnored: a search by orderId=in: answered with other orders.
 var errByIDIgnored = errors.New("the service ignores the filter orderId=in:")
 
@@ -53,22 +60,27 @@ func (s *sweep) loadQuarantine() ([]state.Quarantined, error) {
 }
 
 // retryQuarantined asks the service again, by id, for the quarantined
-// orders not read for QuarantineRetryEvery, at most QuarantineCalls calls
-// (the ones tried longest ago first). A failed retry does not fail the
-// sweep: the orders stay quarantined and the next sweep tries again.
+// orders that are due (see due), at most QuarantineCalls calls (the ones
+// tried longest ago first). A failed retry does not fail the sweep: the
+// orders stay quarantined, each backs off (the rest doubles, see
+// quarantineBackoffMax), and the call makes one attempt (plenty.OneAttempt):
+// the window is read next, not after the client's retries.
+//
+// A recheck with a call budget (the probe of late arrivals) retries
+// nothing: it spends its calls on its window, and the sweeps retry.
 func (s *sweep) retryQuarantined(ctx context.Context) error {
 	qs, err := s.loadQuarantine()
 	if err != nil {
 		return err
 	}
 	cfg := s.p.cfg
-	if cfg.BadEntries != BadEntryQuarantine || len(qs) == 0 || s.p.byIDIgnored {
+	if cfg.BadEntries != BadEntryQuarantine || len(qs) == 0 || s.p.byIDIgnored || s.maxCalls > 0 {
 		return nil
 	}
 	due := qs[:0]
 	now := cfg.Now()
 	for _, q := range qs {
-		if now.Sub(q.LastSeen) >= cfg.QuarantineRetryEvery || q.LastSeen.After(now) {
+		if s.due(q, now) {
 			due = append(due, q)
 		}
 	}
@@ -87,11 +99,46 @@ func (s *sweep) retryQuarantined(ctx context.Context) error {
 				"err", err)
 			return s.flush(nil)
 		default:
-			s.p.log.Warn("retrying quarantined orders by id failed; the next sweep tries again", "orders", len(batch), "err", err)
+			rest := s.backOff(batch, now)
+			s.p.log.Warn("retrying quarantined orders by id failed; they are retried after a rest that doubles with each failure", "orders", len(batch), "rest", rest.String(), "err", err)
 			return s.flush(nil)
 		}
 	}
 	return s.flush(nil)
+}
+
+// due reports whether a quarantined order is to be retried at now: its
+// backoff has passed after a failed retry, else QuarantineRetryEvery has
+// since a read found it undecodable. A time in the future beyond any rest
+// (the local clock was set back) makes it due.
+func (s *sweep) due(q state.Quarantined, now time.Time) bool {
+	every := s.p.cfg.QuarantineRetryEvery
+	if !q.RetryNotBefore.IsZero() {
+		return !now.Before(q.RetryNotBefore) || q.RetryNotBefore.Sub(now) > max(quarantineBackoffMax, every)
+	}
+	return now.Sub(q.LastSeen) >= every || q.LastSeen.After(now)
+}
+
+// backOff notes a failed retry of batch in the pending commit: each order
+// rests QuarantineRetryEvery doubled with each failure in a row, capped at
+// quarantineBackoffMax. It returns the longest rest.
+func (s *sweep) backOff(batch []state.Quarantined, now time.Time) time.Duration {
+	every := s.p.cfg.QuarantineRetryEvery
+	limit := max(quarantineBackoffMax, every)
+	var longest time.Duration
+	for _, q := range batch {
+		failures := q.RetryFailures + 1
+		rest := every
+		for i := 1; i < failures && rest < limit; i++ {
+			rest *= 2
+		}
+		rest = min(rest, limit)
+		longest = max(longest, rest)
+		s.pending.Quarantine = append(s.pending.Quarantine, state.QuarantineOp{
+			OrderID: q.OrderID, RetryFailed: &state.RetryFailure{Failures: failures, NotBefore: now.Add(rest)},
+		})
+	}
+	return longest
 }
 
 // retryBatch reads the orders of batch by id, diffs the ones that decode
@@ -101,20 +148,20 @@ func (s *sweep) retryBatch(ctx context.Context, batch []state.Quarantined) error
 		return err
 	}
 	cfg := s.p.cfg
-	ids := make([]plenty.Value, len(batch))
+	ids := make([]order.Value, len(batch))
 	want := make(map[int64]bool, len(batch))
 	for i, q := range batch {
-		ids[i] = plenty.Int(q.OrderID)
+		ids[i] = order.Int(q.OrderID)
 		want[q.OrderID] = true
 	}
-	filters := append(append(make([]plenty.Filter, 0, len(cfg.Scope)+1), cfg.Scope...), plenty.In("orderId", ids...))
-	q := plenty.Query{
+	filters := append(append(make([]order.Filter, 0, len(cfg.Scope)+1), cfg.Scope...), order.In("orderId", ids...))
+	q := order.Query{
 		Filters: filters, Complex: cfg.ScopeComplex,
 		SortBy: "orderId", SortOrder: "asc",
 		ItemsPerPage: max(cfg.ItemsPerPage, len(batch)),
 		With:         cfg.With, LazyLoaded: cfg.LazyLoaded,
 	}
-	page, err := s.p.client.SearchOrders(ctx, q)
+	page, err := s.p.client.SearchOrders(plenty.OneAttempt(ctx), q)
 	if err != nil {
 		s.called(0)
 		var apiErr *plenty.APIError
@@ -178,7 +225,7 @@ func (s *sweep) retryBatch(ctx context.Context, batch []state.Quarantined) error
 // noteBad handles a page's undecodable entries by policy and returns how
 // many of them hold the watermark before the slice: with skip none, with
 // quarantine the ones whose id cannot be read.
-func (s *sweep) noteBad(page *plenty.Page) int {
+func (s *sweep) noteBad(page *order.Page) int {
 	s.st.BadEntries += len(page.Bad)
 	held := 0
 	for _, b := range page.Bad {
@@ -210,7 +257,7 @@ func (s *sweep) holdBad(at time.Time, err error) {
 
 // quarantine notes an undecodable entry of order id in the pending commit,
 // and logs when the order enters the quarantine.
-func (s *sweep) quarantine(b plenty.EntryError, id int64) {
+func (s *sweep) quarantine(b order.EntryError, id int64) {
 	now := s.p.cfg.Now()
 	stamp, updatedAt := rawUpdatedAt(b.Raw)
 	if !stamp.IsZero() {
@@ -238,7 +285,7 @@ func (s *sweep) quarantine(b plenty.EntryError, id int64) {
 
 // release takes the decoded orders that were quarantined out of the
 // quarantine (in the pending commit, with their diffed state).
-func (s *sweep) release(orders []plenty.Order, why string) {
+func (s *sweep) release(orders []order.Order, why string) {
 	if len(s.p.quarantined) == 0 {
 		return
 	}
@@ -259,7 +306,7 @@ func (s *sweep) releaseID(id int64, why string) {
 
 // entryID reads the id of an undecodable entry: a positive integer, as a
 // number or a numeric string.
-func entryID(b plenty.EntryError) (int64, bool) {
+func entryID(b order.EntryError) (int64, bool) {
 	id, err := strconv.ParseInt(strings.Trim(b.ID, `"`), 10, 64)
 	return id, err == nil && id > 0
 }
@@ -277,7 +324,7 @@ func excerpt(raw []byte) string {
 // zero and "" when it cannot be read either.
 func rawUpdatedAt(raw []byte) (time.Time, string) {
 	var probe struct {
-		UpdatedAt plenty.Time `json:"updatedAt"`
+		UpdatedAt order.Time `json:"updatedAt"`
 	}
 	if json.Unmarshal(raw, &probe) != nil || probe.UpdatedAt.IsZero() {
 		return time.Time{}, ""

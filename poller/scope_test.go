@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 )
@@ -19,7 +19,7 @@ import (
 func TestLocalScopeAgreesWithTheService(t *testing.T) {
 	e := newEnv(t, plentysim.Config{MaxItemsPerPage: 250}, poller.Config{})
 	e.sim.Generate(400, t0.Add(-10*24*time.Hour), t0.Add(-time.Minute))
-	all := searchIDs(t, e, plenty.Query{}, nil)
+	all := searchIDs(t, e, order.Query{}, nil)
 	if len(all) != 400 {
 		t.Fatalf("%d orders", len(all))
 	}
@@ -37,20 +37,20 @@ func TestLocalScopeAgreesWithTheService(t *testing.T) {
 		`{"conditionType":"or","fields":[{"field":"statusId","operator":"in","value":[5,6]},{"field":"orderTypeId","operator":"eq","value":2}]}`,
 		`{"conditionType":"and","fields":[{"field":"statusId","operator":"nin","value":[3,4]}],"groups":[{"conditionType":"or","fields":[{"field":"referrerId","operator":"lt","value":4},{"field":"createdAt","operator":"lt","value":"` + t0.Add(-3*24*time.Hour).Format(time.RFC3339) + `"}]}]}`,
 	}
-	check := func(name string, fs []plenty.Filter, g *plenty.Group) {
+	check := func(name string, fs []order.Filter, g *order.Group) {
 		t.Helper()
 		var want []int64
-		for _, o := range searchIDs(t, e, plenty.Query{Filters: fs, Complex: g}, nil) {
+		for _, o := range searchIDs(t, e, order.Query{Filters: fs, Complex: g}, nil) {
 			want = append(want, o.ID)
 		}
 		// Everything evaluated locally: an "or" group that mixes in a
 		// changing field (lockStatus, matching no order) is.
-		whole := &plenty.Group{Fields: fs}
+		whole := &order.Group{Fields: fs}
 		if g != nil {
-			whole.Groups = []*plenty.Group{g}
+			whole.Groups = []*order.Group{g}
 		}
-		never := plenty.Eq("lockStatus", plenty.Str("no such lock"))
-		sp, err := diff.SplitScope(nil, plenty.Or(whole, never))
+		never := order.Eq("lockStatus", order.Str("no such lock"))
+		sp, err := diff.SplitScope(nil, order.Or(whole, never))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,14 +72,14 @@ func TestLocalScopeAgreesWithTheService(t *testing.T) {
 		}
 	}
 	for _, kv := range simple {
-		f, err := plenty.ParseFilter(kv[0], kv[1])
+		f, err := order.ParseFilter(kv[0], kv[1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(kv[0]+"="+kv[1], []plenty.Filter{f}, nil)
+		check(kv[0]+"="+kv[1], []order.Filter{f}, nil)
 	}
 	for _, body := range groups {
-		g, err := plenty.ParseGroup([]byte(body))
+		g, err := order.ParseGroup([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestLocalScopeAgreesWithTheService(t *testing.T) {
 }
 
 // searchIDs reads every page of a search, in id order.
-func searchIDs(t *testing.T, e *env, q plenty.Query, out []plenty.Order) []plenty.Order {
+func searchIDs(t *testing.T, e *env, q order.Query, out []order.Order) []order.Order {
 	t.Helper()
 	q.SortBy, q.SortOrder, q.ItemsPerPage = "orderId", "asc", 250
 	for page := 1; ; page++ {

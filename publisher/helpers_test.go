@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -167,12 +167,12 @@ func openStore(tb testing.TB, sync bool) *state.Store {
 }
 
 // fixture is an order entry of plenty/testdata (the realistic shape).
-var fixture = func() plenty.Order {
+var fixture = func() order.Order {
 	body, err := os.ReadFile("../plenty/testdata/search-page.json")
 	if err != nil {
 		panic(err)
 	}
-	page, err := plenty.DecodePage(body)
+	page, err := order.DecodePage(body)
 	if err != nil {
 		panic(err)
 	}
@@ -192,14 +192,14 @@ func entry(id int64, step int) state.OutboxEntry {
 	if err != nil {
 		panic(err)
 	}
-	o, err := plenty.DecodeOrder(raw)
+	o, err := order.DecodeOrder(raw)
 	if err != nil {
 		panic(err)
 	}
 	after := diff.StateOf(o)
 	before := after
-	before.StatusID = plenty.DecimalFromInt(int64(step))
-	before.UpdatedAt = plenty.Time{Time: t0.Add(time.Duration(step-1) * time.Second)}
+	before.StatusID = order.DecimalFromInt(int64(step))
+	before.UpdatedAt = order.Time{Time: t0.Add(time.Duration(step-1) * time.Second)}
 	ev := diff.Event{Type: diff.StatusChanged, OrderID: id, Before: &before, After: after, Order: o.Raw}
 	ev.ID = diff.EventID(id, ev.Type, before.StatusID.Canonical(), after.StatusID.Canonical(), before.UpdatedAt.Time, after.UpdatedAt.Time)
 	return state.OutboxEntry{ID: ev.ID, Subject: ev.Subject("orders"), Payload: diff.Encode(nil, ev, "https://shop.example/rest")}

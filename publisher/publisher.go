@@ -89,7 +89,8 @@ import (
 )
 
 // Outbox is what the publisher needs of the state file (implemented by
-// *state.Store).
+// *state.Store). An Outbox that is also a SendMarks lets a restart look up
+// only the entries an earlier process may have sent (see SendMarks).
 type Outbox interface {
 	Outbox(afterSeq uint64, max int) ([]state.OutboxEntry, error)
 	DeleteOutbox(seqs ...uint64) error
@@ -169,7 +170,7 @@ type Publisher struct {
 	// holding sem touches these but window and stream.
 	window    atomic.Int64         // the existing stream's duplicate window (nanos)
 	stream    atomic.Value         // jetstream.Stream of the last EnsureStream
-	marks     sendMarks            // nil: the outbox keeps no send marks
+	marks     SendMarks            // nil: the outbox keeps no send marks (see SendMarks)
 	prevSent  uint64               // entries up to this Seq may have been sent by an earlier process
 	sentMark  uint64               // persisted: no entry above it was ever sent
 	firstSent map[uint64]time.Time // this process's first send of each unacknowledged entry
@@ -245,7 +246,11 @@ func New(nc *nats.Conn, outbox Outbox, cfg Config) (*Publisher, error) {
 		results:   results{signal: make(chan struct{}, 1)},
 		firstSent: map[uint64]time.Time{},
 	}
-	p.marks, _ = outbox.(sendMarks)
+	if m, ok := outbox.(SendMarks); ok {
+		p.marks = m
+	} else if cfg.Stream != "" {
+		p.log.Warn("the outbox keeps no send marks (publisher.SendMarks): every entry is looked up in the stream before its first send")
+	}
 	p.readMarks()
 	if cfg.Stream != "" {
 		js, err := jetstream.New(nc,

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderwatch/orderwatch/state"
 )
 
 // Exactly-once past the duplicate window.
@@ -42,13 +44,28 @@ import (
 //     Without the record (the first start of this version) every entry in
 //     the outbox at the start counts as possibly sent.
 
-// sendMarks is what the publisher keeps of its sends in the state file
-// (implemented by *state.Store).
-type sendMarks interface {
+// SendMarks is an optional capability of an Outbox (*state.Store has it):
+// the publisher keeps its send mark in the state file, so that after a
+// restart only the entries an earlier process may have sent (those up to
+// the mark) are looked up in the stream before they are sent.
+//
+// An Outbox without it keeps no mark across a restart: every entry counts
+// as possibly sent and is looked up before its first send (safe: nothing
+// is stored twice, but one look-up per entry). It suits an outbox that
+// never sends (`watcher check` verifies the stream with an empty one). New
+// checks for it, says so in a warning when it is missing in JetStream mode,
+// and KeepsSendMarks reports it.
+type SendMarks interface {
 	SaveRecord(name string, v any) error
 	LoadRecord(name string, v any) (found bool, err error)
 	OutboxLastSeq() (uint64, error)
 }
+
+var _ SendMarks = (*state.Store)(nil)
+
+// KeepsSendMarks reports whether the outbox keeps the publisher's send
+// mark (see SendMarks).
+func (p *Publisher) KeepsSendMarks() bool { return p.marks != nil }
 
 // PublisherRecord is the name of the publisher's record in the state file.
 const PublisherRecord = "publisher"

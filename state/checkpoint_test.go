@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -188,5 +189,73 @@ func TestCheckpointCarriesQuarantine(t *testing.T) {
 	var mark map[string]int
 	if found, err := standby.LoadRecord("publisher", &mark); err != nil || !found || mark["sent_through"] != 12 {
 		t.Errorf("standby's own publisher record = %v, %v, %v; want its own 12", mark, found, err)
+	}
+}
+
+// A checkpoint fits in one NATS message (1 MB by default) however many
+// orders are quarantined: 2,000, each with the excerpt and reason a sweep
+// notes, travel as 200 records and 1,800 ids, and the replica that
+// restores it holds all 2,000 in quarantine (the ids due for a retry at
+// once).
+func TestCheckpointQuarantineFitsOneMessage(t *testing.T) {
+	active := openT(t, tempPath(t), Options{NoSync: true})
+	standby := openT(t, tempPath(t), Options{NoSync: true})
+	wm := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	const n = 2000
+	ops := make([]QuarantineOp, n)
+	for i := range ops {
+		id := int64(100000 + i)
+		raw := fmt.Sprintf(`{"id":%d,"referrerId":1,"roundTotalsOnly":true,"numberOfDecimals":2,"plentyId":41523,"typeId":1,"lockStatus":"unlocked","locationId":"1","createdAt":"2026-11-22T09:09:10+01:00","updatedAt":"2026-11-22T10:01:00+01:00","statusId":{"id":"unreadable","note":"a status object where a number belongs"},"ownerId":"3"}`, id)
+		ops[i] = QuarantineOp{OrderID: id, Entry: &Quarantined{
+			Reason:  `not a decimal number: "{\"id\":\"unreadable\",\"note\":\"a status object where a number belongs\"}"`,
+			Excerpt: raw[:min(len(raw), 300)] + "...", UpdatedAt: "2026-11-22T10:01:00+01:00",
+			FirstSeen: wm, LastSeen: wm, Attempts: 3,
+		}}
+	}
+	if err := active.Commit(Commit{Watermark: &wm, Quarantine: ops}); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := active.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checkpoint of %d quarantined orders: %d bytes", n, len(b))
+	if len(b) > 512<<10 {
+		t.Errorf("checkpoint of %d quarantined orders: %d bytes, want at most 512 KiB (NATS' default payload is 1 MB)", n, len(b))
+	}
+	var back Checkpoint
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.RestoreCheckpoint(back, func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := standby.Quarantine()
+	if err != nil || len(got) != n {
+		t.Fatalf("standby quarantine after restore: %d orders, %v; want %d", len(got), err, n)
+	}
+	for i, q := range got {
+		if q.OrderID != int64(100000+i) || q.Reason == "" {
+			t.Fatalf("restored quarantine record %d: %+v", i, q)
+		}
+	}
+}
+
+// A checkpoint whose quarantine names an id that is no order's (zero or
+// negative: a damaged value) is restored without it, not refused: a
+// takeover must not fail on it.
+func TestCheckpointRestoreSkipsBadQuarantineIDs(t *testing.T) {
+	s := openT(t, tempPath(t), Options{NoSync: true})
+	c := Checkpoint{Quarantine: []Quarantined{{OrderID: -1, Reason: "x"}, {OrderID: 4, Reason: "y"}}, QuarantineIDs: []int64{0, -3, 5}}
+	if err := s.RestoreCheckpoint(c, func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Quarantine()
+	if err != nil || len(got) != 2 || got[0].OrderID != 4 || got[1].OrderID != 5 {
+		t.Fatalf("quarantine after restore = %+v, %v; want orders 4 and 5", got, err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // The compact encoding of a diff.State in the orders bucket (version 1):
@@ -146,13 +146,13 @@ func decodeState(b []byte, s *diff.State) error {
 	s.TypeID = d.varint()
 	s.ReferrerID = d.decimal("referrerId")
 	s.PlentyID = d.varint()
-	s.OwnerID = plenty.FlexString(d.text())
-	s.LocationID = plenty.FlexString(d.text())
+	s.OwnerID = order.FlexString(d.text())
+	s.LocationID = order.FlexString(d.text())
 	if flags&flagCreated != 0 {
-		s.CreatedAt = plenty.Time{Time: d.time(flags&flagCreatedNanos != 0)}
+		s.CreatedAt = order.Time{Time: d.time(flags&flagCreatedNanos != 0)}
 	}
 	if flags&flagUpdated != 0 {
-		s.UpdatedAt = plenty.Time{Time: d.time(flags&flagUpdatedNanos != 0)}
+		s.UpdatedAt = order.Time{Time: d.time(flags&flagUpdatedNanos != 0)}
 	}
 	if d.err != nil {
 		return d.err
@@ -230,12 +230,12 @@ func (d *decoder) text() string {
 	return intern(d.bytes())
 }
 
-func (d *decoder) decimal(what string) plenty.Decimal {
+func (d *decoder) decimal(what string) order.Decimal {
 	b := d.bytes()
 	if d.err != nil || len(b) == 0 {
-		return plenty.Decimal{}
+		return order.Decimal{}
 	}
-	v, err := plenty.ParseDecimal(intern(b))
+	v, err := order.ParseDecimal(intern(b))
 	if err != nil {
 		d.fail(what + ": not a decimal")
 	}

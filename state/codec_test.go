@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 func roundTrip(t testing.TB, s diff.State) (diff.State, []byte) {
@@ -29,15 +29,15 @@ func TestStateEncoding(t *testing.T) {
 		typical(1), typical(2), typical(3),
 		diff.State{}, // everything absent
 		diff.State{
-			StatusID:   plenty.MustDecimal("1e3"),
+			StatusID:   order.MustDecimal("1e3"),
 			LockStatus: "somethingNew",
 			TypeID:     -7,
-			ReferrerID: plenty.MustDecimal("-0.50"),
+			ReferrerID: order.MustDecimal("-0.50"),
 			PlentyID:   1 << 62,
 			OwnerID:    "ü\x00\"",
 			LocationID: "12.50",
-			CreatedAt:  plenty.Time{Time: time.Date(0, 1, 1, 0, 0, 0, 1, time.FixedZone("", -(23*3600+59*60)))},
-			UpdatedAt:  plenty.Time{Time: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", 14*3600))},
+			CreatedAt:  order.Time{Time: time.Date(0, 1, 1, 0, 0, 0, 1, time.FixedZone("", -(23*3600+59*60)))},
+			UpdatedAt:  order.Time{Time: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", 14*3600))},
 		},
 		diff.State{LockStatus: "unlocked", UpdatedAt: ptime(t, "2026-11-22T10:02:41Z")},
 	)
@@ -86,7 +86,7 @@ func TestStateEncodingSize(t *testing.T) {
 }
 
 func TestDecodeStateRejects(t *testing.T) {
-	good := appendState(nil, &diff.State{StatusID: plenty.MustDecimal("5"), LockStatus: "unlocked", UpdatedAt: ptime(t, "2026-11-22T10:02:41+01:00")})
+	good := appendState(nil, &diff.State{StatusID: order.MustDecimal("5"), LockStatus: "unlocked", UpdatedAt: ptime(t, "2026-11-22T10:02:41+01:00")})
 	for name, b := range map[string][]byte{
 		"empty":                 {},
 		"version 0":             append([]byte{0}, good[1:]...),
@@ -160,14 +160,14 @@ func FuzzStateRoundTrip(f *testing.F) {
 	f.Add("-0.500", "weird\x00", int64(-1), "1e-3", int64(-9), "\xff", "x", int64(-62167219200), int64(-1439), int64(999999999), int64(253402300799), int64(1439), int64(1))
 	f.Fuzz(func(t *testing.T, status, lock string, typeID int64, referrer string, plentyID int64, owner, location string,
 		cSec, cOff, cNs, uSec, uOff, uNs int64) {
-		dec := func(s string) plenty.Decimal {
-			d, err := plenty.ParseDecimal(s)
+		dec := func(s string) order.Decimal {
+			d, err := order.ParseDecimal(s)
 			if err != nil {
-				return plenty.Decimal{}
+				return order.Decimal{}
 			}
 			return d
 		}
-		tm := func(sec, off, ns int64) plenty.Time {
+		tm := func(sec, off, ns int64) order.Time {
 			// Times as the service can send them: years 0000-9999, offsets
 			// within a day, whole minutes.
 			sec = sec % 400000000000
@@ -176,7 +176,7 @@ func FuzzStateRoundTrip(f *testing.F) {
 			if ns < 0 {
 				ns = -ns
 			}
-			return plenty.Time{Time: time.Unix(sec, ns).In(time.FixedZone("", int(off)*60))}
+			return order.Time{Time: time.Unix(sec, ns).In(time.FixedZone("", int(off)*60))}
 		}
 		s := diff.State{
 			StatusID:   dec(status),
@@ -184,8 +184,8 @@ func FuzzStateRoundTrip(f *testing.F) {
 			TypeID:     typeID,
 			ReferrerID: dec(referrer),
 			PlentyID:   plentyID,
-			OwnerID:    plenty.FlexString(owner),
-			LocationID: plenty.FlexString(location),
+			OwnerID:    order.FlexString(owner),
+			LocationID: order.FlexString(location),
 			CreatedAt:  tm(cSec, cOff, cNs),
 			UpdatedAt:  tm(uSec, uOff, uNs),
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // fixtureStates returns the states of every decodable fixture entry.
@@ -25,7 +25,7 @@ func fixtureStates(t testing.TB) []diff.State {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := plenty.DecodePage(b)
+		p, err := order.DecodePage(b)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -36,9 +36,9 @@ func fixtureStates(t testing.TB) []diff.State {
 	return out
 }
 
-func ptime(t testing.TB, s string) plenty.Time {
+func ptime(t testing.TB, s string) order.Time {
 	t.Helper()
-	v, err := plenty.ParseTime(s)
+	v, err := order.ParseTime(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,15 +52,15 @@ func typical(i int64) diff.State {
 	locks := [...]string{"unlocked", "unlocked", "unlocked", "permanentlyLocked"}
 	created := time.Unix(1763000000+i*37, 0).In(time.FixedZone("", 3600))
 	return diff.State{
-		StatusID:   plenty.MustDecimal(statuses[i%int64(len(statuses))]),
+		StatusID:   order.MustDecimal(statuses[i%int64(len(statuses))]),
 		LockStatus: locks[i%int64(len(locks))],
 		TypeID:     1,
-		ReferrerID: plenty.MustDecimal("4.01"),
+		ReferrerID: order.MustDecimal("4.01"),
 		PlentyID:   41523,
 		OwnerID:    "3",
 		LocationID: "1",
-		CreatedAt:  plenty.Time{Time: created},
-		UpdatedAt:  plenty.Time{Time: created.Add(time.Duration(i%5000) * time.Second)},
+		CreatedAt:  order.Time{Time: created},
+		UpdatedAt:  order.Time{Time: created.Add(time.Duration(i%5000) * time.Second)},
 	}
 }
 

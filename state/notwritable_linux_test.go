@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/internal/diskfull"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // The state directory fills up: every write fails with ErrNotWritable and
@@ -72,7 +72,7 @@ func TestNotWritable(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	check(s)
 
-	if err := s.SaveToken(t.Context(), plenty.Token{AccessToken: "x", ExpiresAt: wm}); !errors.Is(err, ErrNotWritable) {
+	if err := s.SaveToken(t.Context(), order.Token{AccessToken: "x", ExpiresAt: wm}); !errors.Is(err, ErrNotWritable) {
 		t.Fatalf("SaveToken after the reopen, still full: %v", err)
 	}
 	lift()

@@ -26,16 +26,33 @@ type Quarantined struct {
 	// Attempts counts the reads that found the entry undecodable (sweeps
 	// and retries by id).
 	Attempts int `json:"attempts"`
+	// RetryFailures counts the retries by id in a row that failed (the
+	// service answered an error, not the order), and RetryNotBefore is
+	// when the next may be made (local clock): a failing retry backs off
+	// per order. Both are cleared when a read finds the entry again.
+	RetryFailures  int       `json:"retryFailures,omitempty"`
+	RetryNotBefore time.Time `json:"retryNotBefore,omitzero"`
 }
 
 // QuarantineOp is one change of a Commit to the quarantine: Entry notes
-// the order as undecodable (again); a nil Entry releases it.
+// the order as undecodable (again); RetryFailed notes a failed retry by id;
+// neither releases it.
 //
 // A note of an order already quarantined keeps its FirstSeen and adds its
 // Attempts to the stored ones, so a caller notes what it saw, not a total.
 type QuarantineOp struct {
 	OrderID int64
 	Entry   *Quarantined
+	// RetryFailed (with a nil Entry) notes that a retry by id failed: the
+	// stored record takes its RetryFailures and RetryNotBefore and keeps
+	// the rest. Nothing is noted for an order no longer quarantined.
+	RetryFailed *RetryFailure
+}
+
+// RetryFailure is what a failed retry by id notes (see QuarantineOp).
+type RetryFailure struct {
+	Failures  int       // failed retries in a row, this one included
+	NotBefore time.Time // no retry before (local clock)
 }
 
 // quarantineKey is the bucket key of an order id.
@@ -52,6 +69,21 @@ func putQuarantine(tx *bolt.Tx, ops []QuarantineOp) error {
 			return fmt.Errorf("quarantine: order id %d", op.OrderID)
 		}
 		k := quarantineKey(op.OrderID)
+		if op.Entry == nil && op.RetryFailed != nil {
+			old, err := decodeQuarantined(op.OrderID, b.Get(k))
+			if err != nil || old == nil {
+				continue // released meanwhile, or unreadable: the next note rewrites it
+			}
+			old.RetryFailures, old.RetryNotBefore = op.RetryFailed.Failures, op.RetryFailed.NotBefore
+			v, err := json.Marshal(old)
+			if err != nil {
+				return fmt.Errorf("quarantine: order %d: %w", op.OrderID, err)
+			}
+			if err := b.Put(k, v); err != nil {
+				return fmt.Errorf("quarantine: order %d: %w", op.OrderID, err)
+			}
+			continue
+		}
 		if op.Entry == nil {
 			if err := b.Delete(k); err != nil {
 				return fmt.Errorf("quarantine: order %d: %w", op.OrderID, err)

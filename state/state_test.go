@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 func tempPath(t testing.TB) string { return filepath.Join(t.TempDir(), "state.db") }
@@ -100,7 +100,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if err := s.Commit(Commit{States: ps, Events: events(3, "a"), Watermark: &wm, BaselineDone: true, LastSweep: &swept}); err != nil {
 		t.Fatal(err)
 	}
-	tok := plenty.Token{AccessToken: "acc", RefreshToken: "ref", TokenType: "Bearer", ExpiresAt: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	tok := order.Token{AccessToken: "acc", RefreshToken: "ref", TokenType: "Bearer", ExpiresAt: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
 	if err := s.SaveToken(context.Background(), tok); err != nil {
 		t.Fatal(err)
 	}
@@ -419,10 +419,10 @@ func TestConcurrentCommitAndDrain(t *testing.T) {
 func TestToken(t *testing.T) {
 	ctx := context.Background()
 	s := openT(t, tempPath(t), Options{})
-	if tok, err := s.LoadToken(ctx); err != nil || tok != (plenty.Token{}) {
+	if tok, err := s.LoadToken(ctx); err != nil || tok != (order.Token{}) {
 		t.Errorf("LoadToken on a new file = %+v, %v", tok, err)
 	}
-	tok := plenty.Token{AccessToken: "a\"b", TokenType: "Bearer", ExpiresAt: time.Date(2026, 11, 23, 10, 0, 0, 5, time.FixedZone("", 7200))}
+	tok := order.Token{AccessToken: "a\"b", TokenType: "Bearer", ExpiresAt: time.Date(2026, 11, 23, 10, 0, 0, 5, time.FixedZone("", 7200))}
 	if err := s.SaveToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
@@ -430,10 +430,10 @@ func TestToken(t *testing.T) {
 	if err != nil || got.AccessToken != tok.AccessToken || got.RefreshToken != "" || got.TokenType != "Bearer" || !got.ExpiresAt.Equal(tok.ExpiresAt) {
 		t.Errorf("LoadToken = %+v, %v", got, err)
 	}
-	if err := s.SaveToken(ctx, plenty.Token{}); err != nil {
+	if err := s.SaveToken(ctx, order.Token{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.LoadToken(ctx); err != nil || got != (plenty.Token{}) {
+	if got, err := s.LoadToken(ctx); err != nil || got != (order.Token{}) {
 		t.Errorf("after clearing: %+v, %v", got, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -726,7 +726,7 @@ func TestReadOnly(t *testing.T) {
 	if err := r.Commit(Commit{States: puts(5, 5)}); err == nil {
 		t.Error("Commit on a read-only store succeeded")
 	}
-	if err := r.SaveToken(context.Background(), plenty.Token{AccessToken: "x"}); err == nil {
+	if err := r.SaveToken(context.Background(), order.Token{AccessToken: "x"}); err == nil {
 		t.Error("SaveToken on a read-only store succeeded")
 	}
 }
@@ -758,7 +758,7 @@ func TestLookup(t *testing.T) {
 	}
 	// Updating a state replaces it.
 	upd := typical(3)
-	upd.StatusID = plenty.MustDecimal("8.3")
+	upd.StatusID = order.MustDecimal("8.3")
 	if err := s.Commit(Commit{States: []Put{{ID: 3, State: upd}}}); err != nil {
 		t.Fatal(err)
 	}

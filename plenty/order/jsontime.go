@@ -1,4 +1,4 @@
-package plenty
+package order
 
 import (
 	"strconv"
