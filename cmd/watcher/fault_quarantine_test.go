@@ -12,6 +12,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
+	"github.com/orderwatch/orderwatch/watcher"
 )
 
 // TestFaultQuarantineUnderLoad: one order's entry is undecodable while the
@@ -76,13 +77,13 @@ func TestFaultQuarantineUnderLoad(t *testing.T) {
 	checkReport := func(when string) {
 		t.Helper()
 		code, body := get(base + "/state")
-		var rep stateReport
+		var rep watcher.Report
 		if code != 200 || json.Unmarshal([]byte(body), &rep) != nil || len(rep.Quarantine) != 1 ||
 			rep.Quarantine[0].OrderID != victim.ID || rep.Quarantine[0].Reason == "" || !strings.Contains(rep.Quarantine[0].Excerpt, fmt.Sprint(victim.ID)) {
 			t.Errorf("%s: GET /state = %d, quarantine %+v", when, code, rep.Quarantine)
 		}
 		code, body = get(fmt.Sprintf("%s/state/orders/%d", base, victim.ID))
-		var o orderReport
+		var o watcher.OrderReport
 		if code != 200 || json.Unmarshal([]byte(body), &o) != nil || o.Quarantine == nil || o.State == nil {
 			t.Errorf("%s: GET /state/orders/%d = %d %s", when, victim.ID, code, body)
 		}

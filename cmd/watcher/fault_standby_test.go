@@ -22,6 +22,7 @@ import (
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
+	"github.com/orderwatch/orderwatch/replica"
 )
 
 // The hot-standby scenario: two `watcher run` processes (separate state
@@ -424,7 +425,7 @@ func TestFaultStandby(t *testing.T) {
 	for _, p := range e.reps {
 		_, body := get("http://" + p.addr + "/state")
 		var rep struct {
-			Lease leaseReport `json:"lease"`
+			Lease replica.Report `json:"lease"`
 		}
 		if err := json.Unmarshal([]byte(body), &rep); err != nil || rep.Lease.Holder != act.name || (rep.Lease.Role == "active") != (p == act) {
 			t.Errorf("%s: state report lease %+v (%v); want holder %s", p.name, rep.Lease, err, act.name)

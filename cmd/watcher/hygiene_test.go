@@ -18,6 +18,7 @@ import (
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
+	"github.com/orderwatch/orderwatch/watcher"
 )
 
 // TestUnknownVarsNameTheClosest: a WATCHER_* variable the configuration
@@ -248,7 +249,7 @@ func TestStateFileAdvice(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	msg := stateOpenError(path, fmt.Errorf("open %s: %w", path, fs.ErrPermission)).Error()
+	msg := watcher.StateOpenError(path, fmt.Errorf("open %s: %w", path, fs.ErrPermission)).Error()
 	for _, want := range []string{"exists and holds this watcher's progress (watermark none yet, 0 orders tracked, 0 events not yet published, the session)",
 		"make it writable", "new first sync", "WATCHER_STATE_PATH"} {
 		if !strings.Contains(msg, want) {
@@ -256,7 +257,7 @@ func TestStateFileAdvice(t *testing.T) {
 		}
 	}
 	missing := filepath.Join(t.TempDir(), "no-such-dir", "state.db")
-	msg = stateOpenError(missing, fmt.Errorf("open %s: %w", missing, fs.ErrNotExist)).Error()
+	msg = watcher.StateOpenError(missing, fmt.Errorf("open %s: %w", missing, fs.ErrNotExist)).Error()
 	if !strings.Contains(msg, "set WATCHER_STATE_PATH to a file in a writable directory") || strings.Contains(msg, "holds") {
 		t.Errorf("missing directory: %q", msg)
 	}
@@ -327,7 +328,7 @@ func (e *sessionEnv) startDaemonLogged(t *testing.T) (*lockedBuffer, func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- d.run(ctx) }()
+	go func() { done <- d.Run(ctx) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

@@ -111,7 +111,7 @@ func TestCheckSaysHowTheScopeIsSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := cfg.scope()
+	sp, err := cfg.ScopeSplit()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
+	"github.com/orderwatch/orderwatch/watcher"
 )
 
 // sessionEnv is a simulated shop over real HTTP, an in-process NATS server
@@ -157,7 +158,7 @@ func TestStateLive(t *testing.T) {
 	order := e.sim.Orders()[3]
 
 	code, body := get(base + "/state")
-	var rep stateReport
+	var rep watcher.Report
 	if code != 200 || json.Unmarshal([]byte(body), &rep) != nil {
 		t.Fatalf("GET /state = %d %s", code, body)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/orderwatch/orderwatch/watcher"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestTimingsVisible(t *testing.T) {
 		}
 	}
 	_, body := get(base + "/state")
-	var rep stateReport
+	var rep watcher.Report
 	if err := json.Unmarshal([]byte(body), &rep); err != nil || rep.Timings == nil || rep.Timings.IntervalSeconds != 2.082 || rep.Timings.IntervalSource != "budget" ||
 		rep.Timings.SettleSeconds != 2 || rep.Timings.OverlapSource != "default" || rep.Timings.LastProbe.IsZero() {
 		t.Errorf("GET /state timings: %s (%v)", body, err)
