@@ -52,7 +52,7 @@ type Config struct {
 	Store Store
 	// EnsureStream binds (or creates) the group's stream before the mirror
 	// reads it (the publisher's).
-	EnsureStream func(ctx context.Context) error
+	EnsureStream  func(ctx context.Context) error
 	Stream        string
 	SubjectPrefix string
 	// Key is the group's key (lease.Key of the shop and the stream);

@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"time"
-
 )
 
 // role is what runs in this process: the pipeline's loops with the
@@ -199,4 +198,3 @@ func (r *Replica) startMirror(ctx context.Context) (stop func()) {
 	r.log.Info("standby: mirroring the stream; no call to the shop", "from_seq", r.mirror.Seq())
 	return func() { cancel(); <-done }
 }
-

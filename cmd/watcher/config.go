@@ -162,7 +162,6 @@ func readFiles(c *Config) error {
 	return nil
 }
 
-
 // usageFormat renders envconfig's usage as the README's Markdown table.
 const usageFormat = `| Variable | Default | Description |
 |---|---|---|
@@ -173,4 +172,3 @@ const usageFormat = `| Variable | Default | Description |
 func writeUsage(w io.Writer) error {
 	return envconfig.Usagef(envPrefix, &Config{}, w, usageFormat)
 }
-
