@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -21,72 +18,25 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/schemas"
 )
 
-// buildWatcher builds the real binary once per test run.
-var buildWatcher = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "watcher-e2e-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "watcher")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
-func watcherBin(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end: builds and runs the binary")
-	}
-	bin, err := buildWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
+// The helpers of the tests that run the real binary (package e2e).
+var (
+	watcherBin  = e2e.Watcher
+	freePort    = e2e.FreeAddr
+	waitFor     = e2e.WaitFor
+	get         = e2e.Get
+	cleanEnv    = e2e.CleanEnv
+	metricValue = e2e.MetricValue
+)
 
 func startNATSServer(t *testing.T) *server.Server {
 	t.Helper()
 	return testnats.Start(t)
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func get(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 func TestEndToEnd(t *testing.T) {
@@ -262,17 +212,6 @@ func TestBadConfigExits2(t *testing.T) {
 			t.Errorf("%v: output %q must be one line naming %s", tt.env, out, tt.want)
 		}
 	}
-}
-
-// cleanEnv is the environment without WATCHER_ variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "WATCHER_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // startDemo runs `watcher demo` (a 40 s run at 4 changes/s, a sweep a

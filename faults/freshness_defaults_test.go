@@ -1,4 +1,4 @@
-package main
+package faults
 
 import (
 	"os"
@@ -33,7 +33,7 @@ func (f *faultEnv) withDefaults() {
 // default limits, quiet and under adversity, and extrapolates the calls a
 // day. One condition takes about two minutes:
 //
-//	go test ./cmd/watcher -run 'TestFreshnessDefaults/quiet' -freshness -v
+//	go test ./faults -run 'TestFreshnessDefaults/quiet' -freshness -v
 func TestFreshnessDefaults(t *testing.T) {
 	if !*freshness {
 		t.Skip("set -freshness to measure (minutes)")

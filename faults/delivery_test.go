@@ -1,10 +1,9 @@
-package main
+package faults
 
 import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http/httptest"
@@ -52,7 +51,7 @@ var quickFaults = map[string]bool{
 	"TestFaultLostAckOutageLongerThanWindow": true,
 	"TestFaultClockRestartInsideSkewAhead":   true,
 	"TestFaultDailyQuotaSpent":               true,
-	"TestFaultReviewCorruptRecords":          true,
+	"TestFaultCorruptRecords":                true,
 }
 
 // skipSlowFault skips a fault scenario that is not quick unless -faults
@@ -61,7 +60,7 @@ func skipSlowFault(t *testing.T) {
 	t.Helper()
 	name, _, _ := strings.Cut(t.Name(), "/")
 	if strings.HasPrefix(name, "TestFault") && !quickFaults[name] && !*faultsAll && !*faultLong {
-		t.Skip("a fault scenario of `make faults` (go test -run TestFault ./cmd/watcher -args -faults)")
+		t.Skip("a fault scenario of `make faults` (go test -run TestFault ./faults -args -faults)")
 	}
 }
 
@@ -488,18 +487,6 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 }
 
 var soak = flag.Duration("soak", 0, "run TestSoak for this long (e.g. 30m)")
-
-// metricValue reads one unlabelled figure from /metrics text.
-func metricValue(metrics, name string) float64 {
-	for _, line := range strings.Split(metrics, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			var f float64
-			fmt.Sscan(v, &f)
-			return f
-		}
-	}
-	return -1
-}
 
 // faultNames name the soak's faults: the five of every platform, then
 // platformFaults'.

@@ -1,4 +1,4 @@
-package main
+package faults
 
 import (
 	"net/http"

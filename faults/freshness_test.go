@@ -1,4 +1,4 @@
-package main
+package faults
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 // The freshness measurements run the real binary against the simulator with
 // the service's default limits and the default call share, and take a few
-// minutes: go test ./cmd/watcher -run TestFreshness -freshness -v
+// minutes: go test ./faults -run TestFreshness -freshness -v
 var freshness = flag.Bool("freshness", false, "measure detection latency and the first sync (minutes)")
 
 // latencies returns p50 and p99 of ds.

@@ -1,4 +1,4 @@
-package main
+package faults
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/orderwatch/orderwatch/plentysim"
 )
 
-// Fault scenarios of the review of issue 18: a hostile service and
+// Fault scenarios of a hostile service (found in the review of issue 18) and
 // restarts (kill -9) inside the waits it asks for. They run at the
 // service's real default limits (166,000 calls a day, 200 per short
 // period, 3 sessions); the watcher's configuration is the harness's
@@ -99,14 +99,14 @@ func (p *hostileProxy) between(from, to time.Time) int {
 	return n
 }
 
-// TestFaultReviewRestartInsideRetryAfter: a 429 of the short period (not
+// TestFaultRestartInsideRetryAfter: a 429 of the short period (not
 // the daily quota) asks for a wait with Retry-After; the watcher is killed
 // (-9) 4 s into it and started again. The restarted process makes no call
 // before the wait ends, and resumes after it. Three hostile variants of
 // the 429: no Date header; a Date two hours ahead with the period's
 // -Calls-Reset on the true clock (before the Date); a Retry-After of 0
 // with a -Calls-Reset in the past (the pacer's default block applies).
-func TestFaultReviewRestartInsideRetryAfter(t *testing.T) {
+func TestFaultRestartInsideRetryAfter(t *testing.T) {
 	const wait = 20 * time.Second
 	for _, tc := range []struct {
 		name  string
@@ -156,11 +156,11 @@ func TestFaultReviewRestartInsideRetryAfter(t *testing.T) {
 	}
 }
 
-// TestFaultReviewOneSecondTokensLimitOne: the service gives tokens that
+// TestFaultOneSecondTokensLimitOne: the service gives tokens that
 // live 1 s (expires_in 1) and allows one session (max_current_sessions
 // 1); the watcher is killed (-9) and restarted under load. Every change is
 // published once, never a second session, no session-limit 429.
-func TestFaultReviewOneSecondTokensLimitOne(t *testing.T) {
+func TestFaultOneSecondTokensLimitOne(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{TokenTTL: time.Second, MaxSessions: 1})
 	f.start()
 	waitReady(t, f.addr)
@@ -179,12 +179,12 @@ func TestFaultReviewOneSecondTokensLimitOne(t *testing.T) {
 		n, st.Calls, st.SearchCalls, st.LoginCalls, st.RefreshCalls, st.Unauthorized401, st.Throttled429)
 }
 
-// TestFaultReviewCorruptRecords: every record of the state file is
+// TestFaultCorruptRecords: every record of the state file is
 // unreadable (bytes that are not JSON, JSON of the wrong shape) and the
 // quarantine holds an unreadable entry of a real order and one of an order
 // the service does not have. The watcher, started on that file, reads
 // each as "nothing known": no crash, no stall, every change published once.
-func TestFaultReviewCorruptRecords(t *testing.T) {
+func TestFaultCorruptRecords(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{})
 	f.start()
 	waitReady(t, f.addr)
@@ -240,13 +240,13 @@ func TestFaultReviewCorruptRecords(t *testing.T) {
 	t.Logf("every record unreadable, 2 unreadable quarantine entries: %d events checked, quarantine emptied", n)
 }
 
-// TestFaultReviewQuarantineHealsWhileDown: an order is quarantined, its
+// TestFaultQuarantineHealsWhileDown: an order is quarantined, its
 // slice committed with the watermark past it; the watcher is killed (-9)
 // and, while it is down, the order's entry becomes readable again (as is,
 // or with a further change), past the overlap of any later window. The
 // restarted process publishes the order's current state once: nothing lost
 // for the bad order, nothing doubled for the others.
-func TestFaultReviewQuarantineHealsWhileDown(t *testing.T) {
+func TestFaultQuarantineHealsWhileDown(t *testing.T) {
 	for _, changed := range []bool{false, true} {
 		name := "unchanged"
 		if changed {
@@ -297,7 +297,7 @@ func TestFaultReviewQuarantineHealsWhileDown(t *testing.T) {
 	}
 }
 
-// TestFaultReviewPreviousSchemaOutbox: the watcher of the previous version
+// TestFaultPreviousSchemaOutbox: the watcher of the previous version
 // (schema 1: no records, no quarantine) was killed (-9) with events in its
 // outbox whose acknowledgements were lost, and the stream's duplicate
 // window (2 s) passes before this version starts on the file, with NATS
@@ -306,7 +306,7 @@ func TestFaultReviewQuarantineHealsWhileDown(t *testing.T) {
 // Without the lease: with it (the default), a file whose records were
 // dropped is a new replica, whose takeover undoes its outbox and mirrors
 // the stream instead (TestFaultStandby covers that path).
-func TestFaultReviewPreviousSchemaOutbox(t *testing.T) {
+func TestFaultPreviousSchemaOutbox(t *testing.T) {
 	f := newFaultEnv(t, plentysim.Config{}, "WATCHER_LEASE=false")
 	const window = 2 * time.Second
 	f.killWithAcksLost(window)
@@ -373,12 +373,12 @@ func (f *faultEnv) waitStoredUnacked(n int) {
 	})
 }
 
-// TestFaultReviewCheckInsideWaits: the watcher is killed (-9) inside a
+// TestFaultCheckInsideWaits: the watcher is killed (-9) inside a
 // wait the service asked for, and an operator runs `watcher check` on its
 // state file before starting it again: check is bound by the persisted
 // waits like `watcher run` (no call into a 429's Retry-After, no login
 // into a session-limit hold; it says why it did not try).
-func TestFaultReviewCheckInsideWaits(t *testing.T) {
+func TestFaultCheckInsideWaits(t *testing.T) {
 	check := func(t *testing.T, f *faultEnv) string {
 		t.Helper()
 		cmd := exec.Command(watcherBin(t), "check")
