@@ -208,8 +208,12 @@ type logBuffer struct {
 	buf bytes.Buffer
 }
 
-func (b *logBuffer) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.Write(p) }
-func (b *logBuffer) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+func (b *logBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
 
 // activeWithCheckpoint starts a, waits for it to work and has it write a
 // checkpoint of its watermark wm.
