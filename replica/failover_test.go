@@ -1,7 +1,6 @@
 package replica_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty"
@@ -126,7 +126,7 @@ type member struct {
 	ckpt  *checkpointStore
 	rep   *replica.Replica
 	p     *pipeline
-	logs  *logBuffer
+	logs  *e2e.LockedBuffer
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -156,7 +156,7 @@ func (g *group) start(name string, p *pipeline) *member {
 		t.Fatal(err)
 	}
 	p.store = st
-	m := &member{name: name, nc: nc, store: st, ckpt: &checkpointStore{Store: st}, p: p, logs: &logBuffer{}, done: make(chan struct{})}
+	m := &member{name: name, nc: nc, store: st, ckpt: &checkpointStore{Store: st}, p: p, logs: &e2e.LockedBuffer{}, done: make(chan struct{})}
 	m.rep = replica.New(replica.Config{
 		NC: nc, Store: m.ckpt, Stream: stream, SubjectPrefix: "orders",
 		Key: g.key, Instance: name, Host: "h", Bucket: g.bucket, TTL: ttl,
@@ -202,18 +202,6 @@ func (g *group) checkpoint() (lease.Checkpoint, bool) {
 	cp, found, err := lease.NewCheckpoints(kv, g.key).Read(context.Background())
 	return cp, found && err == nil
 }
-
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-func (b *logBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
 
 // activeWithCheckpoint starts a, waits for it to work and has it write a
 // checkpoint of its watermark wm.

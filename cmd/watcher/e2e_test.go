@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -24,29 +23,14 @@ import (
 	"github.com/orderwatch/orderwatch/schemas"
 )
 
-// The helpers of the tests that run the real binary (package e2e).
-var (
-	watcherBin  = e2e.Watcher
-	freePort    = e2e.FreeAddr
-	waitFor     = e2e.WaitFor
-	get         = e2e.Get
-	cleanEnv    = e2e.CleanEnv
-	metricValue = e2e.MetricValue
-)
-
-func startNATSServer(t *testing.T) *server.Server {
-	t.Helper()
-	return testnats.Start(t)
-}
-
 func TestEndToEnd(t *testing.T) {
-	bin := watcherBin(t)
+	bin := e2e.Watcher(t)
 	sim := plentysim.New(plentysim.Config{Seed: 42})
 	sim.Generate(200, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Minute))
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
-	ns := startNATSServer(t)
-	addr := freePort(t)
+	ns := testnats.Start(t)
+	addr := e2e.FreeAddr(t)
 	passFile := filepath.Join(t.TempDir(), "password")
 	os.WriteFile(passFile, []byte("demo\n"), 0o600)
 
@@ -85,8 +69,8 @@ func TestEndToEnd(t *testing.T) {
 	}()
 
 	base := "http://" + addr
-	waitFor(t, "/readyz", 30*time.Second, func() bool { code, _ := get(base + "/readyz"); return code == 200 })
-	if code, _ := get(base + "/healthz"); code != 200 {
+	testnats.WaitFor(t, "/readyz", 30*time.Second, func() bool { code, _ := e2e.Get(base + "/readyz"); return code == 200 })
+	if code, _ := e2e.Get(base + "/healthz"); code != 200 {
 		t.Errorf("/healthz = %d", code)
 	}
 
@@ -140,11 +124,11 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
-	waitFor(t, "an empty outbox", 10*time.Second, func() bool {
-		_, m := get(base + "/metrics")
+	testnats.WaitFor(t, "an empty outbox", 10*time.Second, func() bool {
+		_, m := e2e.Get(base + "/metrics")
 		return strings.Contains(m, "orderwatch_outbox_depth 0")
 	})
-	_, metrics := get(base + "/metrics")
+	_, metrics := e2e.Get(base + "/metrics")
 	for _, name := range []string{"orderwatch_api_calls_total{code=\"200\",route=\"orders_search\"}", "orderwatch_sweep_duration_seconds_count",
 		"orderwatch_events_total{type=\"order.created\"}", "orderwatch_events_published_total", "orderwatch_outbox_depth 0",
 		"orderwatch_watermark_lag_seconds", "orderwatch_watermark_timestamp_seconds", "orderwatch_nats_connected 1", "orderwatch_state_writable 1", "orderwatch_api_calls_left{period=\"short\"}",
@@ -189,7 +173,7 @@ func keys(m map[string]string) []string {
 }
 
 func TestBadConfigExits2(t *testing.T) {
-	bin := watcherBin(t)
+	bin := e2e.Watcher(t)
 	tests := []struct {
 		env  []string
 		want string
@@ -202,7 +186,7 @@ func TestBadConfigExits2(t *testing.T) {
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(bin, "run")
-		cmd.Env = append(cleanEnv(), tt.env...)
+		cmd.Env = append(e2e.CleanEnv(), tt.env...)
 		out, err := cmd.CombinedOutput()
 		ee, ok := err.(*exec.ExitError)
 		if !ok || ee.ExitCode() != 2 {
@@ -219,8 +203,8 @@ func TestBadConfigExits2(t *testing.T) {
 // when the test ends.
 func startDemo(t *testing.T) <-chan string {
 	t.Helper()
-	cmd := exec.Command(watcherBin(t), "demo", "-for", "40s", "-rate", "4", "-interval", "1s")
-	cmd.Env = cleanEnv()
+	cmd := exec.Command(e2e.Watcher(t), "demo", "-for", "40s", "-rate", "4", "-interval", "1s")
+	cmd.Env = e2e.CleanEnv()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderwatch/orderwatch/internal/e2e"
+	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
@@ -90,7 +92,7 @@ func TestUnknownVarsWarnedAtStart(t *testing.T) {
 	defer ln.Close()
 	t.Setenv("WATCHER_HTTP_ADDR", ln.Addr().String())
 	t.Setenv("WATCHER_NATS_URL", "nats://"+closedAddr(t))
-	logs := &lockedBuffer{} // NATS callbacks may still log after run returns
+	logs := &e2e.LockedBuffer{} // NATS callbacks may still log after run returns
 	run(t.Context(), []string{"run"}, &out, logs)
 	if !strings.Contains(logs.String(), `"msg":"unknown configuration variable ignored","var":"WATCHER_POLL_INTERVALL","closest_known":"WATCHER_POLL_INTERVAL"`) {
 		t.Errorf("run's log lacks the warning:\n%s", logs.String())
@@ -169,7 +171,7 @@ func TestBadHTTPAddrExits2(t *testing.T) {
 	for _, addr := range []string{"9090", "localhost:http-alt-nonsense", "127.0.0.1:99999", ln.Addr().String()} {
 		t.Setenv("WATCHER_HTTP_ADDR", addr)
 		var out bytes.Buffer
-		errOut := &lockedBuffer{} // NATS callbacks may still log after run returns
+		errOut := &e2e.LockedBuffer{} // NATS callbacks may still log after run returns
 		if code := run(t.Context(), []string{"run"}, &out, errOut); code != exitConfig || !strings.Contains(errOut.String(), "WATCHER_HTTP_ADDR") {
 			t.Errorf("WATCHER_HTTP_ADDR=%s: exit %d, want %d naming the variable\n%s", addr, code, exitConfig, errOut.String())
 		}
@@ -220,9 +222,9 @@ func TestReadyzLoginRefused(t *testing.T) {
 	t.Setenv("WATCHER_PLENTY_PASSWORD", "wrong")
 	e.startDaemon(t)
 	var body string
-	waitFor(t, "/readyz to name the refused login", 30*time.Second, func() bool {
+	testnats.WaitFor(t, "/readyz to name the refused login", 30*time.Second, func() bool {
 		var code int
-		code, body = get("http://" + e.httpAddr + "/readyz")
+		code, body = e2e.Get("http://" + e.httpAddr + "/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "login refused until ")
 	})
 	if !strings.Contains(body, "invalid_credentials") {
@@ -280,7 +282,7 @@ func TestCallShareInertWarned(t *testing.T) {
 			}
 			t.Setenv("WATCHER_POLL_INTERVAL", "200ms")
 			logs, _ := e.startDaemonLogged(t)
-			waitFor(t, "three sweeps", 30*time.Second, func() bool { return strings.Count(logs.String(), `"msg":"sweep"`) >= 3 })
+			testnats.WaitFor(t, "three sweeps", 30*time.Second, func() bool { return strings.Count(logs.String(), `"msg":"sweep"`) >= 3 })
 			n := strings.Count(logs.String(), "WATCHER_CALL_SHARE has no effect")
 			if strip && n != 1 || !strip && n != 0 {
 				t.Errorf("%d CALL_SHARE warnings, want %d:\n%s", n, map[bool]int{true: 1}[strip], logs.String())
@@ -315,13 +317,13 @@ func (s *stripLong) Write(b []byte) (int, error) {
 
 // startDaemonLogged runs `watcher run` in this process until the test
 // ends, and returns its JSON log.
-func (e *sessionEnv) startDaemonLogged(t *testing.T) (*lockedBuffer, func()) {
+func (e *sessionEnv) startDaemonLogged(t *testing.T) (*e2e.LockedBuffer, func()) {
 	t.Helper()
 	cfg, err := LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &e2e.LockedBuffer{}
 	d, err := newDaemon(cfg, newLogger(logs, "json", "info"))
 	if err != nil {
 		t.Fatal(err)
@@ -342,24 +344,6 @@ func (e *sessionEnv) startDaemonLogged(t *testing.T) (*lockedBuffer, func()) {
 	return logs, stop
 }
 
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // closedAddr is a loopback address nothing listens on.
 func closedAddr(t *testing.T) string {
 	t.Helper()
@@ -377,7 +361,7 @@ func closedAddr(t *testing.T) string {
 func TestDemoSaysItIgnoresEnv(t *testing.T) {
 	unsetWatcherEnv(t)
 	t.Setenv("WATCHER_POLL_INTERVAL", "5s")
-	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	out, errOut := &e2e.LockedBuffer{}, &e2e.LockedBuffer{}
 	if code := run(t.Context(), []string{"demo", "-for", "1s", "-orders", "10"}, out, errOut); code != exitOK {
 		t.Fatalf("demo: exit %d\n%s", code, errOut.String())
 	}

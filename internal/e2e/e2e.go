@@ -1,8 +1,10 @@
 // Package e2e has what the tests that build and run the real binary
-// share (cmd/watcher's end-to-end tests, the fault scenarios in faults/).
+// share (cmd/watcher's end-to-end tests, the fault scenarios in faults/),
+// and a buffer safe for a log written by another goroutine.
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // build builds the real binary once per test binary.
@@ -55,18 +56,6 @@ func FreeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// WaitFor polls cond until it holds or the deadline passes.
-func WaitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // Get makes a GET: the status (0 without an answer) and the body (the
 // error's text without an answer).
 func Get(url string) (int, string) {
@@ -101,4 +90,23 @@ func MetricValue(metrics, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// LockedBuffer is a bytes.Buffer safe for a writer and a reader at once
+// (a log written by one goroutine and read by the test).
+type LockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
