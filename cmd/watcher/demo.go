@@ -82,6 +82,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitFail
 	}
+	defer d.Close() // Run closes it; this when the demo ends before
 
 	fmt.Fprintf(stdout, `orderwatch demo: a simulated shop, NATS and the watcher in one process; nothing leaves this machine.
   shop      %s  (user demo/demo, %d orders, %.3g changes/s)
