@@ -13,7 +13,7 @@ import (
 var (
 	watcherBin  = e2e.Watcher
 	freePort    = e2e.FreeAddr
-	waitFor     = testnats.WaitFor
+	waitFor     = e2e.WaitFor
 	get         = e2e.Get
 	cleanEnv    = e2e.CleanEnv
 	metricValue = e2e.MetricValue

@@ -69,7 +69,7 @@ func TestEndToEnd(t *testing.T) {
 	}()
 
 	base := "http://" + addr
-	testnats.WaitFor(t, "/readyz", 30*time.Second, func() bool { code, _ := e2e.Get(base + "/readyz"); return code == 200 })
+	e2e.WaitFor(t, "/readyz", 30*time.Second, func() bool { code, _ := e2e.Get(base + "/readyz"); return code == 200 })
 	if code, _ := e2e.Get(base + "/healthz"); code != 200 {
 		t.Errorf("/healthz = %d", code)
 	}
@@ -124,7 +124,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
-	testnats.WaitFor(t, "an empty outbox", 10*time.Second, func() bool {
+	e2e.WaitFor(t, "an empty outbox", 10*time.Second, func() bool {
 		_, m := e2e.Get(base + "/metrics")
 		return strings.Contains(m, "orderwatch_outbox_depth 0")
 	})

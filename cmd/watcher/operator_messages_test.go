@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/internal/e2e"
-	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
@@ -222,7 +221,7 @@ func TestReadyzLoginRefused(t *testing.T) {
 	t.Setenv("WATCHER_PLENTY_PASSWORD", "wrong")
 	e.startDaemon(t)
 	var body string
-	testnats.WaitFor(t, "/readyz to name the refused login", 30*time.Second, func() bool {
+	e2e.WaitFor(t, "/readyz to name the refused login", 30*time.Second, func() bool {
 		var code int
 		code, body = e2e.Get("http://" + e.httpAddr + "/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "login refused until ")
@@ -282,7 +281,7 @@ func TestCallShareInertWarned(t *testing.T) {
 			}
 			t.Setenv("WATCHER_POLL_INTERVAL", "200ms")
 			logs, _ := e.startDaemonLogged(t)
-			testnats.WaitFor(t, "three sweeps", 30*time.Second, func() bool { return strings.Count(logs.String(), `"msg":"sweep"`) >= 3 })
+			e2e.WaitFor(t, "three sweeps", 30*time.Second, func() bool { return strings.Count(logs.String(), `"msg":"sweep"`) >= 3 })
 			n := strings.Count(logs.String(), "WATCHER_CALL_SHARE has no effect")
 			if strip && n != 1 || !strip && n != 0 {
 				t.Errorf("%d CALL_SHARE warnings, want %d:\n%s", n, map[bool]int{true: 1}[strip], logs.String())

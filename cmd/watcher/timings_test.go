@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/orderwatch/orderwatch/internal/e2e"
-	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/watcher"
 	"strings"
 	"testing"
@@ -23,7 +22,7 @@ func TestTimingsVisible(t *testing.T) {
 	stop := e.startDaemon(t)
 	base := "http://" + e.httpAddr
 	var m string
-	testnats.WaitFor(t, "two sweeps", 60*time.Second, func() bool {
+	e2e.WaitFor(t, "two sweeps", 60*time.Second, func() bool {
 		_, m = e2e.Get(base + "/metrics")
 		return e2e.MetricValue(m, `orderwatch_sweeps_total{result="ok"}`) >= 2
 	})

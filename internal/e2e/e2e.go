@@ -15,6 +15,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/internal/testnats"
 )
 
 // build builds the real binary once per test binary.
@@ -54,6 +57,14 @@ func FreeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// WaitFor polls cond every 50 ms (what the binary's tests always did: a
+// scrape or a probe of the running binary) until it holds, failing the
+// test after limit.
+func WaitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	testnats.WaitForEvery(t, what, limit, 50*time.Millisecond, cond)
 }
 
 // Get makes a GET: the status (0 without an answer) and the body (the
