@@ -110,7 +110,11 @@ func TestCheckSessionReuse(t *testing.T) {
 	// `watcher run` reuses the session check opened.
 	e.startDaemon(t)
 	base := "http://" + e.httpAddr
-	e2e.WaitFor(t, "the first sweep", 60*time.Second, func() bool { code, _ := e2e.Get(base + "/readyz"); return code == 200 })
+	// Ready with "ok" once a sweep is verified ("first sync in progress" before).
+	e2e.WaitFor(t, "the first sweep", 60*time.Second, func() bool {
+		code, body := e2e.Get(base + "/readyz")
+		return code == 200 && strings.TrimSpace(body) == "ok"
+	})
 	if n := e.sim.Stats().LoginCalls; n != 1 {
 		t.Errorf("%d logins after check then run on one state file, want 1", n)
 	}
@@ -156,7 +160,11 @@ func TestStateLive(t *testing.T) {
 	token := storedAccessToken(t, e.statePath)
 	e.startDaemon(t)
 	base := "http://" + e.httpAddr
-	e2e.WaitFor(t, "the first sweep", 60*time.Second, func() bool { code, _ := e2e.Get(base + "/readyz"); return code == 200 })
+	// Ready with "ok" once a sweep is verified ("first sync in progress" before).
+	e2e.WaitFor(t, "the first sweep", 60*time.Second, func() bool {
+		code, body := e2e.Get(base + "/readyz")
+		return code == 200 && strings.TrimSpace(body) == "ok"
+	})
 	order := e.sim.Orders()[3]
 
 	code, body := e2e.Get(base + "/state")
