@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
-	"github.com/orderwatch/orderwatch/watcher"
 )
 
 // TestFaultQuarantineUnderLoad: one order's entry is undecodable while the
@@ -77,13 +77,13 @@ func TestFaultQuarantineUnderLoad(t *testing.T) {
 	checkReport := func(when string) {
 		t.Helper()
 		code, body := get(base + "/state")
-		var rep watcher.Report
+		var rep pipeline.Report
 		if code != 200 || json.Unmarshal([]byte(body), &rep) != nil || len(rep.Quarantine) != 1 ||
 			rep.Quarantine[0].OrderID != victim.ID || rep.Quarantine[0].Reason == "" || !strings.Contains(rep.Quarantine[0].Excerpt, fmt.Sprint(victim.ID)) {
 			t.Errorf("%s: GET /state = %d, quarantine %+v", when, code, rep.Quarantine)
 		}
 		code, body = get(fmt.Sprintf("%s/state/orders/%d", base, victim.ID))
-		var o watcher.OrderReport
+		var o pipeline.OrderReport
 		if code != 200 || json.Unmarshal([]byte(body), &o) != nil || o.Quarantine == nil || o.State == nil {
 			t.Errorf("%s: GET /state/orders/%d = %d %s", when, victim.ID, code, body)
 		}

@@ -16,11 +16,11 @@ import (
 
 	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/replica"
 	"github.com/orderwatch/orderwatch/state"
-	"github.com/orderwatch/orderwatch/watcher"
 )
 
 // runCheck is `watcher check`: validate the config; when no watcher runs on
@@ -59,7 +59,7 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 		checkRunning(ctx, cfg, stdout, report)
 		fmt.Fprintln(stdout, "WARN password not tried: a watcher runs on this state file, and a login of check's own would open a second session")
 	case err != nil:
-		report(watcher.StateOpenError(cfg.StatePath, err), "", "state file (no login without a place to keep the session)")
+		report(pipeline.StateOpenError(cfg.StatePath, err), "", "state file (no login without a place to keep the session)")
 	default:
 		checkService(ctx, cfg, scope, store, stdout, report)
 		if err := store.Close(); err != nil {
@@ -117,7 +117,7 @@ func writeScope(w io.Writer, sp diff.ScopeSplit) {
 		fmt.Fprintln(w, "ok   scope: every order (WATCHER_SCOPE and WATCHER_SCOPE_JSON are empty)")
 		return
 	}
-	sent := watcher.ScopeSentText(sp)
+	sent := pipeline.ScopeSentText(sp)
 	if sent == "" {
 		sent = "nothing (every order is read)"
 	}
@@ -148,7 +148,7 @@ func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store
 		return
 	}
 	if w, ok := client.Pacer().Pending(); ok { // restored from the state file
-		fmt.Fprintf(stdout, "WARN login and order search not tried: %s (%s); `watcher run` waits for it too\n", watcher.PausedText(w), w.Why)
+		fmt.Fprintf(stdout, "WARN login and order search not tried: %s (%s); `watcher run` waits for it too\n", pipeline.PausedText(w), w.Why)
 		return
 	}
 	err = client.Login(ctx)
@@ -196,7 +196,7 @@ func checkRunning(ctx context.Context, cfg *Config, stdout io.Writer, report fun
 		report(nil, "running watcher ready: "+string(bytes.TrimSpace(body)), "")
 	}
 	code, body, err = getLocal(ctx, base, "/state")
-	var rep watcher.Report
+	var rep pipeline.Report
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("GET /state answered %d: %s", code, bytes.TrimSpace(body))
 	}

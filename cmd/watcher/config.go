@@ -11,21 +11,21 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
-	"github.com/orderwatch/orderwatch/watcher"
+	"github.com/orderwatch/orderwatch/pipeline"
 )
 
 // envPrefix is the prefix of every configuration variable.
-const envPrefix = watcher.EnvPrefix
+const envPrefix = pipeline.EnvPrefix
 
-// The configuration is the pipeline's (package watcher); main reads it
+// The configuration is the pipeline's (package pipeline); main reads it
 // from the environment.
 type (
-	Config      = watcher.Config
-	StartFrom   = watcher.StartFrom
-	ConfigError = watcher.ConfigError
+	Config      = pipeline.Config
+	StartFrom   = pipeline.StartFrom
+	ConfigError = pipeline.ConfigError
 )
 
-var configErr = watcher.ConfigErrorf
+var configErr = pipeline.ConfigErrorf
 
 // LoadConfig reads the configuration from the process environment and
 // checks it. Every error names the variable.

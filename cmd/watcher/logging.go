@@ -4,12 +4,12 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/orderwatch/orderwatch/watcher"
+	"github.com/orderwatch/orderwatch/pipeline"
 )
 
 // newLogger builds the process logger: JSON by default, text for humans.
 func newLogger(w io.Writer, format, level string) *slog.Logger {
-	l, _ := watcher.ParseLevel(level)
+	l, _ := pipeline.ParseLevel(level)
 	opts := &slog.HandlerOptions{Level: l}
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/orderwatch/orderwatch/watcher"
+	"github.com/orderwatch/orderwatch/pipeline"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -239,7 +239,7 @@ func runWatcher(ctx context.Context, stderr io.Writer) int {
 
 // newDaemon wires the pipeline of `watcher run` and `watcher demo` (package
 // watcher) with the process's metrics registry.
-func newDaemon(cfg *Config, log *slog.Logger) (*watcher.Watcher, error) {
+func newDaemon(cfg *Config, log *slog.Logger) (*pipeline.Watcher, error) {
 	return wire(cfg, log, prometheus.NewRegistry())
 }
 
@@ -251,7 +251,7 @@ type registry interface {
 
 // wire registers the process's own collectors on reg (Go, process and
 // orderwatch_build_info) and builds the pipeline, which adds its own.
-func wire(cfg *Config, log *slog.Logger, reg registry) (*watcher.Watcher, error) {
+func wire(cfg *Config, log *slog.Logger, reg registry) (*pipeline.Watcher, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
-	return watcher.New(cfg, watcher.Options{Logger: log, Registerer: reg, Gatherer: reg, Version: version})
+	return pipeline.New(cfg, pipeline.Options{Logger: log, Registerer: reg, Gatherer: reg, Version: version})
 }

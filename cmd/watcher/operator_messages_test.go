@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/internal/e2e"
+	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
-	"github.com/orderwatch/orderwatch/watcher"
 )
 
 // TestUnknownVarsNameTheClosest: a WATCHER_* variable the configuration
@@ -250,7 +250,7 @@ func TestStateFileAdvice(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	msg := watcher.StateOpenError(path, fmt.Errorf("open %s: %w", path, fs.ErrPermission)).Error()
+	msg := pipeline.StateOpenError(path, fmt.Errorf("open %s: %w", path, fs.ErrPermission)).Error()
 	for _, want := range []string{"exists and holds this watcher's progress (watermark none yet, 0 orders tracked, 0 events not yet published, the session)",
 		"make it writable", "new first sync", "WATCHER_STATE_PATH"} {
 		if !strings.Contains(msg, want) {
@@ -258,7 +258,7 @@ func TestStateFileAdvice(t *testing.T) {
 		}
 	}
 	missing := filepath.Join(t.TempDir(), "no-such-dir", "state.db")
-	msg = watcher.StateOpenError(missing, fmt.Errorf("open %s: %w", missing, fs.ErrNotExist)).Error()
+	msg = pipeline.StateOpenError(missing, fmt.Errorf("open %s: %w", missing, fs.ErrNotExist)).Error()
 	if !strings.Contains(msg, "set WATCHER_STATE_PATH to a file in a writable directory") || strings.Contains(msg, "holds") {
 		t.Errorf("missing directory: %q", msg)
 	}

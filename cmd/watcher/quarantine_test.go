@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/state"
-	"github.com/orderwatch/orderwatch/watcher"
 )
 
 // TestStateReportListsQuarantine: the state report lists the quarantined
@@ -29,7 +29,7 @@ func TestStateReportListsQuarantine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := watcher.NewReport(s, StartFrom{Back: time.Hour})
+	rep, err := pipeline.NewReport(s, StartFrom{Back: time.Hour})
 	if err != nil || len(rep.Quarantine) != 1 || rep.Quarantine[0].OrderID != 4711 || rep.Quarantine[0].Reason != reason {
 		t.Fatalf("report %+v, %v", rep.Quarantine, err)
 	}
@@ -42,7 +42,7 @@ func TestStateReportListsQuarantine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var o watcher.OrderReport
+	var o pipeline.OrderReport
 	if err := json.Unmarshal(b, &o); err != nil || o.State != nil || o.Quarantine == nil || o.Quarantine.Attempts != 3 {
 		t.Errorf("order report %s: %v", b, err)
 	}

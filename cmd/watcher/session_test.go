@@ -14,9 +14,9 @@ import (
 
 	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
+	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
-	"github.com/orderwatch/orderwatch/watcher"
 )
 
 // sessionEnv is a simulated shop over real HTTP, an in-process NATS server
@@ -168,7 +168,7 @@ func TestStateLive(t *testing.T) {
 	order := e.sim.Orders()[3]
 
 	code, body := e2e.Get(base + "/state")
-	var rep watcher.Report
+	var rep pipeline.Report
 	if code != 200 || json.Unmarshal([]byte(body), &rep) != nil {
 		t.Fatalf("GET /state = %d %s", code, body)
 	}

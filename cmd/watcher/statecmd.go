@@ -13,8 +13,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/state"
-	"github.com/orderwatch/orderwatch/watcher"
 )
 
 // localURL is the base URL of a watcher listening on addr, seen from this
@@ -58,7 +58,7 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	var orderID int64
 	if fl.NArg() == 1 {
-		id, err := watcher.ParseOrderID(fl.Arg(0))
+		id, err := pipeline.ParseOrderID(fl.Arg(0))
 		if err != nil {
 			fmt.Fprintln(stderr, "watcher state:", err)
 			return exitConfig
@@ -93,7 +93,7 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		stdout.Write(body)
 		return exitOK
 	}
-	var rep watcher.Report
+	var rep pipeline.Report
 	if err := json.Unmarshal(body, &rep); err != nil {
 		fmt.Fprintln(stderr, "watcher state: reading the report:", err)
 		return exitFail
@@ -108,13 +108,13 @@ var errNotTracked = errors.New("not tracked")
 func localState(s *state.Store, cfg *Config, orderID int64) ([]byte, error) {
 	var v any
 	if orderID == 0 {
-		rep, err := watcher.StoppedReport(s, cfg)
+		rep, err := pipeline.StoppedReport(s, cfg)
 		if err != nil {
 			return nil, err
 		}
 		v = rep
 	} else {
-		rep, ok, err := watcher.LookupOrder(s, orderID)
+		rep, ok, err := pipeline.LookupOrder(s, orderID)
 		if err != nil {
 			return nil, err
 		}

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/orderwatch/orderwatch/internal/e2e"
-	"github.com/orderwatch/orderwatch/watcher"
+	"github.com/orderwatch/orderwatch/pipeline"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +41,7 @@ func TestTimingsVisible(t *testing.T) {
 		}
 	}
 	_, body := e2e.Get(base + "/state")
-	var rep watcher.Report
+	var rep pipeline.Report
 	if err := json.Unmarshal([]byte(body), &rep); err != nil || rep.Timings == nil || rep.Timings.IntervalSeconds != 2.082 || rep.Timings.IntervalSource != "budget" ||
 		rep.Timings.SettleSeconds != 2 || rep.Timings.OverlapSource != "default" || rep.Timings.LastProbe.IsZero() {
 		t.Errorf("GET /state timings: %s (%v)", body, err)
