@@ -59,23 +59,23 @@ sim:
 # minutes, a kill -9 inside the skew and the service's clock set back for good
 # (TestFaultClock*), the hot standby (TestFaultStandby). All match
 # -run 'TestFault'. A plain `go test` runs only the nine quick scenarios
-# (quickFaults in cmd/watcher/fault_test.go); every other one needs
+# (quickFaults in faults/delivery_test.go); every other one needs
 # -args -faults (short variants) or -args -fault-long (full length,
 # implies -faults).
 faults:
-	$(GO) test -run 'TestFault' -v -timeout 90m ./cmd/watcher -args -fault-long
+	$(GO) test -run 'TestFault' -v -timeout 90m ./faults -args -fault-long
 	$(GO) test -run 'TestCrashConsistency' -v -timeout 30m ./poller -args -crash-cycles=60
 
 # The short variant of every fault scenario (about 25 minutes on two cores).
 faults-short:
-	$(GO) test -run 'TestFault' -v -timeout 60m ./cmd/watcher -args -faults
+	$(GO) test -run 'TestFault' -v -timeout 60m ./faults -args -faults
 
 # 30 minutes at three times a busy shop's change rate, a random fault every
 # minute; logs heap, goroutines and state file size each minute.
 soak:
-	$(GO) test -run 'TestSoak' -v -timeout 60m ./cmd/watcher -args -soak=30m
+	$(GO) test -run 'TestSoak' -v -timeout 60m ./faults -args -soak=30m
 
 # Detection latency at 1, 5 and 20 changes/s and a first sync of 100,000
 # orders, real binary, the service's default limits (about 6 minutes).
 freshness:
-	$(GO) test -run 'TestFreshness' -v -timeout 30m ./cmd/watcher -args -freshness
+	$(GO) test -run 'TestFreshness' -v -timeout 30m ./faults -args -freshness

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"github.com/orderwatch/orderwatch/internal/e2e"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -14,9 +15,9 @@ import (
 // TestDemoSummaryOnSignal: stopped with SIGTERM (as with Ctrl-C), the demo
 // ends with a summary line whose counts match what it printed.
 func TestDemoSummaryOnSignal(t *testing.T) {
-	bin := watcherBin(t)
+	bin := e2e.Watcher(t)
 	cmd := exec.Command(bin, "demo", "-rate", "4", "-interval", "1s")
-	cmd.Env = cleanEnv()
+	cmd.Env = e2e.CleanEnv()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
