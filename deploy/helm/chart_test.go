@@ -1430,11 +1430,15 @@ func TestValueVariants(t *testing.T) {
 		if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 2 {
 			t.Errorf("replicas %s, want 2", js(sts.Spec.Replicas))
 		}
+		// By default the scheduler must put the two on different nodes: a
+		// preference would let both land on one, and that node's failure
+		// would take the active and its standby together.
 		aff := sts.Spec.Template.Spec.Affinity
-		if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
-			aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != "kubernetes.io/hostname" ||
-			!selector(t, aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.LabelSelector).Matches(labels.Set(sts.Spec.Template.Labels)) {
-			t.Errorf("affinity %s, want a preferred anti-affinity of the watcher pods per node", js(aff))
+		if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 0 ||
+			aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != "kubernetes.io/hostname" ||
+			!selector(t, aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector).Matches(labels.Set(sts.Spec.Template.Labels)) {
+			t.Errorf("affinity %s, want a required anti-affinity of the watcher pods per node by default", js(aff))
 		}
 		if pdb := m.pdbs[release]; pdb == nil || pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) {
 			t.Errorf("PDB %s, want maxUnavailable 1 with two replicas", js(pdb))
@@ -1448,9 +1452,21 @@ func TestValueVariants(t *testing.T) {
 		if id == nil || id.ValueFrom == nil || id.ValueFrom.FieldRef == nil || id.ValueFrom.FieldRef.FieldPath != "metadata.name" {
 			t.Errorf("WATCHER_INSTANCE_ID %s, want the pod name", js(id))
 		}
-		_, sts, _ = render(t, `replicaCount=2`, `standby={"enabled":true,"ttl":"9s","bucket":"orderwatch","podAntiAffinity":"hard"}`)
-		if aff := sts.Spec.Template.Spec.Affinity; aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
-			t.Errorf("hard anti-affinity: %s", js(aff))
+		_, sts, _ = render(t, `replicaCount=2`, `standby.podAntiAffinity="soft"`)
+		if aff := sts.Spec.Template.Spec.Affinity; aff == nil || aff.PodAntiAffinity == nil ||
+			len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 0 ||
+			len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != "kubernetes.io/hostname" ||
+			!selector(t, aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.LabelSelector).Matches(labels.Set(sts.Spec.Template.Labels)) {
+			t.Errorf("standby.podAntiAffinity=soft: %s, want a preferred anti-affinity per node only", js(aff))
+		}
+		_, sts, _ = render(t, `replicaCount=2`, `standby.podAntiAffinity="none"`)
+		if aff := sts.Spec.Template.Spec.Affinity; aff != nil {
+			t.Errorf("standby.podAntiAffinity=none: affinity %s, want none", js(aff))
+		}
+		_, sts, _ = render(t, `replicaCount=1`, `standby.podAntiAffinity="hard"`)
+		if aff := sts.Spec.Template.Spec.Affinity; aff != nil {
+			t.Errorf("one replica: affinity %s, want none (nothing to keep apart)", js(aff))
 		}
 		_, sts, _ = render(t, `replicaCount=2`, `affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]}]}}}`)
 		if aff := sts.Spec.Template.Spec.Affinity; aff == nil || aff.PodAntiAffinity != nil || aff.NodeAffinity == nil {
@@ -1486,6 +1502,8 @@ func TestSchemaRejects(t *testing.T) {
 		"replicaCount=2,standby.enabled=false",                  // two would both poll and publish
 		"replicaCount=2,stream.name=",                           // the lease needs JetStream
 		"replicaCount=2,persistence.existingClaim=x",            // one volume for two pods
+		"replicaCount=3",                                        // a second standby only mirrors (TestMoreThanTwoReplicas)
+		"replicaCount=6,standby.allowExtraStandbys=true",        // at most 5
 		"standby.podAntiAffinity=maybe",                         // enum
 		"plenty.pasword=typo",                                   // unknown keys are errors, not ignored
 		"log.format=xml",                                        // enum json|text
@@ -1545,6 +1563,8 @@ func TestSchemaRejects(t *testing.T) {
 		"existingSecret.name=creds,plenty.password=", // the password comes from the Secret
 		"networkPolicy.enabled=false",
 		"networkPolicy.from=null", // only the helm test pod
+		"replicaCount=2",
+		"replicaCount=3,standby.allowExtraStandbys=true",
 	} {
 		t.Run("accepts "+set, func(t *testing.T) {
 			args := append(renderArgs(""), "--set", set)
@@ -1552,6 +1572,32 @@ func TestSchemaRejects(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// TestMoreThanTwoReplicas: hot standby means one active pod and one standby.
+// A third pod only mirrors the stream: it adds no second poller, costs a
+// claim, a node (hard anti-affinity) and possibly one of the shop's three
+// sessions, so replicaCount 3 is refused with the reason unless
+// standby.allowExtraStandbys says it is meant.
+func TestMoreThanTwoReplicas(t *testing.T) {
+	needHelm(t)
+	_, err := runHelm(t, append(renderArgs(""), "--set", "replicaCount=3")...)
+	if err == nil {
+		t.Fatal("replicaCount=3 rendered without a word, want a refusal")
+	}
+	for _, want := range []string{"replicaCount is 3", "standby.allowExtraStandbys", "session"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal of replicaCount=3 lacks %q: %v", want, err)
+		}
+	}
+	out, err := runHelm(t, append(renderArgs(""), "--set", "replicaCount=3,standby.allowExtraStandbys=true")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts := parseManifests(t, out).statefulSets[release]
+	if sts == nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas != 3 {
+		t.Fatalf("allowExtraStandbys: StatefulSet %s, want 3 replicas", js(sts))
 	}
 }
 
