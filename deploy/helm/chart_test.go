@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"go/build"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
@@ -977,18 +979,28 @@ func checkTestPod(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulS
 		t.Errorf("test pod runs the watcher (%s %v): watcher check would log in", ctr.Image, ctr.Args)
 	}
 	script := strings.Join(append(slices.Clone(ctr.Command), ctr.Args...), " ")
-	url := fmt.Sprintf("http://%s-metrics.%s.svc:%d", c.fullname, namespace, c.httpPort)
 	env := map[string]string{}
 	for _, e := range ctr.Env {
 		env[e.Name] = e.Value
 	}
-	if env["ORDERWATCH_URL"] != url {
-		t.Errorf("test pod: ORDERWATCH_URL %q, want the metrics Service %q", env["ORDERWATCH_URL"], url)
+	// Every pod, by its own DNS name under the headless Service (a Service
+	// would answer from one pod of its choice: the standby or the active).
+	var urls []string
+	for i := range int(*sts.Spec.Replicas) {
+		urls = append(urls, fmt.Sprintf("http://%s-%d.%s.%s.svc:%d", c.fullname, i, sts.Spec.ServiceName, namespace, c.httpPort))
 	}
-	if m.services[c.fullname+"-metrics"] == nil {
-		t.Errorf("test pod: no Service %s-metrics to reach", c.fullname)
+	if got := strings.Fields(env["ORDERWATCH_URLS"]); !slices.Equal(got, urls) {
+		t.Errorf("test pod: ORDERWATCH_URLS %q, want every pod through the headless Service %q", got, urls)
 	}
-	for _, want := range []string{`"$base/readyz"`, `"$base/metrics"`, "*\"HTTP 200\")", "orderwatch_nats_connected 1", "orderwatch_state_writable 1", `exit "$fail"`} {
+	if h := m.services[sts.Spec.ServiceName]; h == nil || !h.Spec.PublishNotReadyAddresses {
+		t.Errorf("test pod: the headless Service %s must publish the DNS names of unready pods (the test reports why they are not ready)", sts.Spec.ServiceName)
+	}
+	cm := m.configMaps[c.fullname]
+	lease := cm != nil && cm.Data["WATCHER_LEASE"] == "true" && cm.Data["WATCHER_STREAM"] != ""
+	if env["ORDERWATCH_LEASE"] != fmt.Sprint(lease) {
+		t.Errorf("test pod: ORDERWATCH_LEASE %q, want %v (the lease is on: WATCHER_LEASE and a stream)", env["ORDERWATCH_LEASE"], lease)
+	}
+	for _, want := range []string{`"$base/readyz"`, `"$base/metrics"`, "orderwatch_leader", "standby: caught up", "orderwatch_nats_connected 1", "orderwatch_state_writable 1", `exit "$fail"`} {
 		if !strings.Contains(script, want) {
 			t.Errorf("test pod: the script lacks %q:\n%s", want, script)
 		}
@@ -1452,6 +1464,18 @@ func TestValueVariants(t *testing.T) {
 		if id == nil || id.ValueFrom == nil || id.ValueFrom.FieldRef == nil || id.ValueFrom.FieldRef.FieldPath != "metadata.name" {
 			t.Errorf("WATCHER_INSTANCE_ID %s, want the pod name", js(id))
 		}
+		// helm test checks both pods, not one the metrics Service picks.
+		var urls string
+		if p := m.pods[release+"-test"]; p != nil {
+			for _, e := range p.Spec.Containers[0].Env {
+				if e.Name == "ORDERWATCH_URLS" {
+					urls = e.Value
+				}
+			}
+		}
+		if want := "http://orderwatch-0.orderwatch-headless.orderwatch.svc:9090 http://orderwatch-1.orderwatch-headless.orderwatch.svc:9090"; urls != want {
+			t.Errorf("helm test pod: ORDERWATCH_URLS %q, want %q", urls, want)
+		}
 		_, sts, _ = render(t, `replicaCount=2`, `standby.podAntiAffinity="soft"`)
 		if aff := sts.Spec.Template.Spec.Affinity; aff == nil || aff.PodAntiAffinity == nil ||
 			len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 0 ||
@@ -1710,6 +1734,109 @@ func TestNotes(t *testing.T) {
 			for _, n := range c.never {
 				if strings.Contains(text, n) {
 					t.Errorf("NOTES contain %q:\n%s", n, text)
+				}
+			}
+		})
+	}
+}
+
+// fakePod is what one watcher pod answers to the helm test: /readyz (code
+// and body) and /metrics (leader "" = no orderwatch_leader: the lease off).
+type fakePod struct {
+	code   int
+	body   string
+	leader string
+	nats   string
+	down   bool // unreachable
+}
+
+var (
+	podActive      = fakePod{code: 200, body: "ok", leader: "1", nats: "1"}
+	podFirstSync   = fakePod{code: 200, body: "first sync in progress: 40%", leader: "1", nats: "1"}
+	podStandby     = fakePod{code: 200, body: "standby: caught up with the stream; active replica orderwatch-0", leader: "0", nats: "1"}
+	podNoHolder    = fakePod{code: 200, body: "standby: caught up with the stream; no replica holds the lease right now", leader: "0", nats: "1"}
+	podBehind      = fakePod{code: 503, body: "standby: behind the stream by 40 events", leader: "0", nats: "1"}
+	podNATSDown    = fakePod{code: 503, body: "NATS not connected", leader: "0", nats: "0"}
+	podSingle      = fakePod{code: 200, body: "ok", nats: "1"}
+	podUnreachable = fakePod{down: true}
+)
+
+// TestHelmTestScript runs the helm test pod's script (rendered with two
+// replicas) with sh and curl against fake watcher pods: it passes with one
+// active pod and ready standbys in any order, and fails when a pod is
+// unready or unreachable, or when not exactly one pod holds the lease.
+func TestHelmTestScript(t *testing.T) {
+	needHelm(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl to run the helm test script with")
+	}
+	out, err := runHelm(t, append(renderArgs(""), "--set", "replicaCount=2", "--show-only", "templates/tests/test-release.yaml")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := decodeStrict(out, &pod); err != nil {
+		t.Fatal(err)
+	}
+	cmd := pod.Spec.Containers[0].Command
+	if len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
+		t.Fatalf("test pod command %q, want /bin/sh -c SCRIPT", cmd)
+	}
+	script := cmd[2]
+	for _, c := range []struct {
+		name  string
+		lease bool
+		pods  []fakePod
+		ok    bool
+		want  []string
+	}{
+		{"active and standby", true, []fakePod{podActive, podStandby}, true, []string{"ok: localhost:", "is the active replica", "is a standby, caught up", "helm test: OK"}},
+		{"after a failover: pod 1 active", true, []fakePod{podStandby, podActive}, true, []string{"helm test: OK"}},
+		{"active in its first sync", true, []fakePod{podStandby, podFirstSync}, true, []string{"first sync in progress: 40%", "helm test: OK"}},
+		{"one replica with the lease", true, []fakePod{podActive}, true, []string{"helm test: OK"}},
+		{"one replica without the lease", false, []fakePod{podSingle}, true, []string{"helm test: OK"}},
+		{"no replica holds the lease", true, []fakePod{podNoHolder, podNoHolder}, false, []string{"no replica holds the lease", "helm test: FAILED"}},
+		{"two replicas report the lease", true, []fakePod{podActive, podActive}, false, []string{"2 replicas report orderwatch_leader 1"}},
+		{"standby behind", true, []fakePod{podActive, podBehind}, false, []string{"standby: behind the stream by 40 events", "/readyz answered 503"}},
+		{"standby without NATS", true, []fakePod{podActive, podNATSDown}, false, []string{"NATS not connected", `want "orderwatch_nats_connected 1"`}},
+		{"a pod unreachable", true, []fakePod{podActive, podUnreachable}, false, []string{"unreachable"}},
+		{"lease on but no leader metric", true, []fakePod{podSingle}, false, []string{"no orderwatch_leader"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var urls []string
+			for _, p := range c.pods {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					switch r.URL.Path {
+					case "/readyz":
+						w.WriteHeader(p.code)
+						fmt.Fprintln(w, p.body)
+					case "/metrics":
+						if p.leader != "" {
+							fmt.Fprintf(w, "# TYPE orderwatch_leader gauge\norderwatch_leader %s\n", p.leader)
+						}
+						fmt.Fprintf(w, "orderwatch_nats_connected %s\norderwatch_state_writable 1\norderwatch_outbox_depth 0\n", p.nats)
+					default:
+						http.NotFound(w, r)
+					}
+				}))
+				if p.down {
+					srv.Close()
+				} else {
+					t.Cleanup(srv.Close)
+				}
+				urls = append(urls, strings.Replace(srv.URL, "127.0.0.1", "localhost", 1))
+			}
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = append(os.Environ(), "ORDERWATCH_URLS="+strings.Join(urls, " "), fmt.Sprintf("ORDERWATCH_LEASE=%v", c.lease),
+				"ORDERWATCH_LEASE_WAIT_SECONDS=0")
+			out, err := cmd.CombinedOutput()
+			t.Logf("%s", out)
+			if ok := err == nil; ok != c.ok {
+				t.Errorf("script passed = %v (%v), want %v:\n%s", ok, err, c.ok, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
 				}
 			}
 		})
