@@ -1662,9 +1662,12 @@ func TestRequiredValues(t *testing.T) {
 	}
 }
 
-// TestNotes renders templates/NOTES.txt (helm template leaves it out) by
-// wrapping it into a ConfigMap in a copy of the chart.
-func TestNotes(t *testing.T) {
+// notesRenderer renders templates/NOTES.txt (helm template leaves it out)
+// by wrapping it into a ConfigMap in a copy of the chart. The returned
+// function renders it with a values file ("" = the defaults) and --set-json
+// values.
+func notesRenderer(t *testing.T) func(t *testing.T, values string, set ...string) string {
+	t.Helper()
 	needHelm(t)
 	dir := filepath.Join(t.TempDir(), "orderwatch")
 	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
@@ -1681,11 +1684,35 @@ func TestNotes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "templates", "zz-notes.yaml"), []byte(wrapper), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return func(t *testing.T, values string, set ...string) string {
+		t.Helper()
+		args := []string{"template", release, dir, "--namespace", namespace, "--kube-version", kubeVersion, "--show-only", "templates/zz-notes.yaml",
+			"--values", cmp.Or(values, requiredValues)}
+		for _, s := range set {
+			args = append(args, "--set-json", s)
+		}
+		out, err := runHelm(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cm corev1.ConfigMap
+		if err := decodeStrict(out, &cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data["notes"]
+	}
+}
+
+// TestNotes: what NOTES.txt tells after an install.
+func TestNotes(t *testing.T) {
+	notes := notesRenderer(t)
 	for _, c := range []struct {
+		name        string
 		values      string
+		set         []string
 		want, never []string
 	}{
-		{"", []string{
+		{"default", "", nil, []string{
 			"kubectl -n orderwatch logs -f orderwatch-0",
 			"one JSON line per sweep",
 			"port-forward svc/orderwatch-metrics 9090:http",
@@ -1701,11 +1728,11 @@ func TestNotes(t *testing.T) {
 			"never\n   logs in to the service",
 			`"first sync in progress: N%"`,
 		}, []string{"WARNING: persistence.enabled=false", "watcher check", "7. Monitoring", "NOT CONFIGURED", "stop the watcher"}},
-		{"testdata/ephemeral-values.yaml", []string{
+		{"ephemeral", "testdata/ephemeral-values.yaml", nil, []string{
 			"WARNING: persistence.enabled=false",
 			"core NATS, at-most-once",
 		}, []string{"NOT CONFIGURED", "NetworkPolicy"}},
-		{"testdata/full-values.yaml", []string{
+		{"full", "testdata/full-values.yaml", nil, []string{
 			"nats sub 'shop.orders.>'",
 			"nats stream info SHOP_ORDERS",
 			"port-forward svc/orderwatch-metrics 8080:http",
@@ -1713,19 +1740,33 @@ func TestNotes(t *testing.T) {
 			"ConfigMap orderwatch-dashboard in namespace\n   monitoring (for Grafana's dashboard sidecar)",
 			"PrometheusRule orderwatch; each alert links to its runbook section\n   under https://wiki.example/ops/orderwatch-runbook",
 		}, []string{"WARNING", "NOT CONFIGURED", "JSON"}},
+		// Two replicas: the active one is whichever holds the lease (pod 0 is
+		// the standby after a failover), so the NOTES find it first and point
+		// every command at it, never at pod 0.
+		{"two replicas", "", []string{`replicaCount=2`}, []string{
+			"2 pods, orderwatch-0 and orderwatch-1",
+			"pod 0 is not always the active one",
+			`exec "$p" -c watcher -- /watcher state -json`,
+			`active=$(for p in $(kubectl -n orderwatch get pods -l ` + watcherPodSelector + ` -o name); do`,
+			`kubectl -n orderwatch logs -f "$active"`,
+			`port-forward "pod/$active" 9090:http`,
+			`exec "$active" -c watcher -- /watcher state`,
+			"orderwatch_leader",
+			"standby: caught up with the stream; active replica",
+			"stays Pending",
+			"every pod",
+		}, []string{"logs -f orderwatch-0", "exec orderwatch-0", "port-forward svc/", "StatefulSet orderwatch: one pod", "watcher check", "allowExtraStandbys"}},
+		{"two replicas, soft anti-affinity", "", []string{`replicaCount=2`, `standby.podAntiAffinity="soft"`}, []string{
+			"may share a node",
+		}, []string{"stays Pending"}},
+		{"three replicas", "", []string{`replicaCount=3`, `standby.allowExtraStandbys=true`}, []string{
+			"3 pods, orderwatch-0 to orderwatch-2",
+			"2 hot standbys",
+			"standby.allowExtraStandbys",
+		}, []string{"logs -f orderwatch-0"}},
 	} {
-		t.Run(caseName(c.values, "default"), func(t *testing.T) {
-			args := []string{"template", release, dir, "--namespace", namespace, "--kube-version", kubeVersion, "--show-only", "templates/zz-notes.yaml",
-				"--values", cmp.Or(c.values, requiredValues)}
-			out, err := runHelm(t, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var cm corev1.ConfigMap
-			if err := decodeStrict(out, &cm); err != nil {
-				t.Fatal(err)
-			}
-			text := cm.Data["notes"]
+		t.Run(c.name, func(t *testing.T) {
+			text := notes(t, c.values, c.set...)
 			for _, w := range c.want {
 				if !strings.Contains(text, w) {
 					t.Errorf("NOTES lack %q:\n%s", w, text)
@@ -1843,6 +1884,48 @@ func TestHelmTestScript(t *testing.T) {
 	}
 }
 
+// watcherPodSelector selects the release's watcher pods (the StatefulSet's
+// selector), as a kubectl -l argument.
+const watcherPodSelector = "app.kubernetes.io/name=orderwatch,app.kubernetes.io/instance=orderwatch,app.kubernetes.io/component=watcher"
+
+// TestNotesFindActive runs the one-liner of the two-replica NOTES that finds
+// the active pod against a fake kubectl: pod 1 holds the lease, pod 0 is the
+// standby (as after a failover), and the line must name pod 1.
+func TestNotesFindActive(t *testing.T) {
+	text := notesRenderer(t)(t, "", `replicaCount=2`)
+	var line string
+	for l := range strings.Lines(text) {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "active=$(") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("NOTES have no line setting active=$(...):\n%s", text)
+	}
+	bin := t.TempDir()
+	fake := `#!/bin/sh
+case "$*" in
+"-n orderwatch get pods -l ` + watcherPodSelector + ` -o name") printf 'pod/orderwatch-0\npod/orderwatch-1\n' ;;
+"-n orderwatch exec pod/orderwatch-0 -c watcher -- /watcher state -json") printf '{\n  "lease": {\n    "instance": "orderwatch-0",\n    "role": "standby",\n    "holder": "orderwatch-1"\n  }\n}\n' ;;
+"-n orderwatch exec pod/orderwatch-1 -c watcher -- /watcher state -json") printf '{\n  "lease": {\n    "instance": "orderwatch-1",\n    "role": "active",\n    "holder": "orderwatch-1"\n  }\n}\n' ;;
+*) echo "fake kubectl: unexpected arguments: $*" >&2; exit 1 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "kubectl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", line+`
+printf '[%s]\n' "$active"`)
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	if !strings.Contains(string(out), "[orderwatch-1]") {
+		t.Errorf("%s\nsets active to something else than orderwatch-1:\n%s", line, out)
+	}
+}
+
 // --- helpers ---------------------------------------------------------------
 
 func selector(t *testing.T, ls *metav1.LabelSelector) labels.Selector {
@@ -1901,11 +1984,4 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("%q", *s)
-}
-
-func caseName(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return filepath.Base(s)
 }
