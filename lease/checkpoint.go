@@ -31,14 +31,15 @@ type Checkpoints struct {
 }
 
 // CheckpointBucket returns the checkpoint bucket, creating it when missing
-// (one value per key, no TTL: a checkpoint outlives every replica).
-func CheckpointBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
-	return bucket(ctx, js, jetstream.KeyValueConfig{
+// (one value per key, no TTL: a checkpoint outlives every replica), and
+// again whenever it is found gone (bucket.go).
+func CheckpointBucket(ctx context.Context, js jetstream.JetStream, name string, opts ...BucketOption) (jetstream.KeyValue, error) {
+	return keyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      name,
 		Description: "orderwatch: the active replica's checkpoint (key per shop and stream)",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-	})
+	}, options(opts))
 }
 
 // NewCheckpoints returns the checkpoints under key.

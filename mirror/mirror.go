@@ -510,7 +510,7 @@ func (m *Mirror) dump(ctx context.Context, l *lease.Lease) error {
 	}
 	start := time.Now()
 	info, err := m.cfg.Dumps.Put(ctx, jetstream.ObjectMeta{Name: m.cfg.Key, Description: "orderwatch snapshot of the active replica",
-		Metadata: map[string]string{"seq": strconv.FormatUint(seq, 10), "orders": strconv.Itoa(n), "instance": l.Value().Instance}}, &buf)
+		Metadata: map[string]string{"seq": strconv.FormatUint(seq, 10), "orders": strconv.Itoa(n), "instance": l.Value().Instance}}, bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		return fmt.Errorf("snapshot dump: %w", err)
 	}
@@ -522,15 +522,9 @@ func (m *Mirror) dump(ctx context.Context, l *lease.Lease) error {
 }
 
 // DumpBucket returns the object store of the dumps, creating it when
-// missing.
-func DumpBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.ObjectStore, error) {
-	obs, err := js.ObjectStore(ctx, name)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: name, Description: "orderwatch: the active replica's snapshot for its standbys", Storage: jetstream.FileStorage})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			obs, err = js.ObjectStore(ctx, name)
-		}
-	}
+// missing, and again whenever it is found gone (lease.ObjectStore).
+func DumpBucket(ctx context.Context, js jetstream.JetStream, name string, opts ...lease.BucketOption) (jetstream.ObjectStore, error) {
+	obs, err := lease.ObjectStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: name, Description: "orderwatch: the active replica's snapshot for its standbys", Storage: jetstream.FileStorage}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dump bucket %s: %w", name, err)
 	}

@@ -1,0 +1,146 @@
+package lease_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderwatch/orderwatch/lease"
+)
+
+func jsOf(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// An operator deletes the lease bucket under a running group: the bucket
+// is created again with its TTL, one replica holds the lease again, and
+// never two at once (the first holder still runs on its deadline when the
+// other finds the bucket gone and creates it).
+func TestLeaseBucketDeletedIsCreatedAgain(t *testing.T) {
+	s := runServer(t)
+	kvA, ttl, _ := conn(t, s)
+	kvB, _, _ := conn(t, s)
+	a := start(t, kvA, ttl, lease.Config{Instance: "a", Host: "h", Renew: ttl / 2})
+	waitFor(t, "a active", 5*time.Second, a.Active)
+	b := start(t, kvB, ttl, lease.Config{Instance: "b", Host: "h", Renew: 50 * time.Millisecond})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go never(t, a, b, stop, &wg)
+	defer func() { close(stop); wg.Wait() }()
+
+	js := jsOf(t, s.ClientURL())
+	ctx := context.Background()
+	if err := js.DeleteKeyValue(ctx, "test_lease"); err != nil {
+		t.Fatal(err)
+	}
+	holds := func(c *contender) bool {
+		v, found, err := c.Holder(ctx)
+		return c.Active() && err == nil && found && c.Mine(v)
+	}
+	waitFor(t, "a replica holding the lease in the bucket created again", 6*ttl, func() bool { return holds(a) || holds(b) })
+	kv, err := js.KeyValue(ctx, "test_lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil || st.TTL() != ttl {
+		t.Errorf("the bucket created again: TTL %v (%v), want %v", st.TTL(), err, ttl)
+	}
+}
+
+// The buckets the watcher creates have the replicas asked for: on a single
+// server more than one is refused, which shows that the number reaches it.
+func TestBucketReplicas(t *testing.T) {
+	js := jsOf(t, runServer(t).ClientURL())
+	ctx := context.Background()
+	if _, _, err := lease.Bucket(ctx, js, "one_lease", testTTL, lease.Replicas(1)); err != nil {
+		t.Fatal(err)
+	}
+	for name, create := range map[string]func(name string) error{
+		"lease": func(name string) error {
+			_, _, err := lease.Bucket(ctx, js, name, testTTL, lease.Replicas(3))
+			return err
+		},
+		"checkpoint": func(name string) error {
+			_, err := lease.CheckpointBucket(ctx, js, name, lease.Replicas(3))
+			return err
+		},
+		"object store": func(name string) error {
+			_, err := lease.ObjectStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: name}, lease.Replicas(3))
+			return err
+		},
+	} {
+		if err := create("three_" + map[string]string{"lease": "l", "checkpoint": "c", "object store": "o"}[name]); err == nil || !strings.Contains(err.Error(), "replicas") {
+			t.Errorf("%s bucket with 3 replicas on a single server: %v, want the server's refusal of the replicas", name, err)
+		}
+	}
+}
+
+// Without per-key TTL markers (NATS 2.10) the lease still expires: the
+// server removes the key TTL after its last renewal, and a standby takes
+// it at its next attempt.
+func TestLeaseWithoutLimitMarkers(t *testing.T) {
+	s := runServer(t)
+	ctx := context.Background()
+	bind := func() (jetstream.KeyValue, *nats.Conn) {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		kv, _, err := lease.Bucket(ctx, js, "plain_lease", testTTL, lease.NoLimitMarkers())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv, nc
+	}
+	kvA, ncA := bind()
+	st, err := kvA.Status(ctx)
+	if err != nil || st.(*jetstream.KeyValueBucketStatus).LimitMarkerTTL() != 0 {
+		t.Fatalf("bucket status %v: want no limit markers", err)
+	}
+	a := start(t, kvA, testTTL, lease.Config{Instance: "a", Host: "h"})
+	waitFor(t, "a active", 5*time.Second, a.Active)
+	kvB, _ := bind()
+	b := start(t, kvB, testTTL, lease.Config{Instance: "b", Host: "h"})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go never(t, a, b, stop, &wg)
+	kill(ncA, a)
+	waitFor(t, "b to take over after the expiry", 4*testTTL, b.Active)
+	close(stop)
+	wg.Wait()
+}
+
+func TestServerFeatures(t *testing.T) {
+	js := jsOf(t, runServer(t).ClientURL())
+	f, err := lease.Server(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Version == "" || !f.LimitMarkers || len(f.Lacks()) != 0 {
+		t.Errorf("features of the embedded server: %+v, lacks %v; want a version and limit markers", f, f.Lacks())
+	}
+	old := lease.ServerFeatures{Version: "2.10.27"}
+	if len(old.Lacks()) == 0 {
+		t.Error("a 2.10 server lacks nothing, want limit markers named")
+	}
+}
