@@ -81,8 +81,9 @@ type Config struct {
 	// Margin is taken off the TTL for the local deadline [TTL/5].
 	Margin time.Duration
 	Logger *slog.Logger
-	// OnChange is called (from Run's goroutine) when this process becomes
-	// the active replica or stops being it.
+	// OnChange is called (from Run's goroutine, or from Checkpoints.Write's
+	// when it finds that another replica is active) when this process
+	// becomes the active replica or stops being it. It must not block.
 	OnChange func(active bool)
 	// Now is the wall clock of the value's informational times [time.Now].
 	Now func() time.Time
@@ -250,6 +251,12 @@ func (l *Lease) Epoch() uint64 {
 		return 0
 	}
 	return l.epoch
+}
+
+// Writer names this process's current tenure (the writer of the
+// checkpoints it writes); Epoch 0 when not active.
+func (l *Lease) Writer() Writer {
+	return Writer{Instance: l.cfg.Instance, Nonce: l.nonce, File: l.cfg.File, Epoch: l.Epoch()}
 }
 
 // Decided is closed once Run made its first attempt to acquire the lease:

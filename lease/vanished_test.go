@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -142,5 +143,124 @@ func TestServerFeatures(t *testing.T) {
 	old := lease.ServerFeatures{Version: "2.10.27"}
 	if len(old.Lacks()) == 0 {
 		t.Error("a 2.10 server lacks nothing, want limit markers named")
+	}
+}
+
+// holderAndCheckpoints starts one contender, waits for it to be active and
+// binds the checkpoint bucket.
+func holderAndCheckpoints(t *testing.T, cfg lease.Config) (*contender, jetstream.KeyValue, jetstream.JetStream) {
+	t.Helper()
+	s := runServer(t)
+	kv, ttl := bucket(t, s)
+	a := start(t, kv, ttl, cfg)
+	waitFor(t, "a active", 5*time.Second, a.Active)
+	js := jsOf(t, s.ClientURL())
+	ckv, err := lease.CheckpointBucket(context.Background(), js, "test_checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, ckv, js
+}
+
+// The checkpoint key or its bucket vanishes or turns to garbage under the
+// active replica: its next write (and a successor's that read it before)
+// stores a checkpoint again, and a reader sees it.
+func TestCheckpointWrittenAgainAfterItVanished(t *testing.T) {
+	key := lease.Key("https://shop.example/", "ORDERS")
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		do   func(t *testing.T, ckv jetstream.KeyValue, js jetstream.JetStream)
+	}{
+		{"key deleted", func(t *testing.T, ckv jetstream.KeyValue, _ jetstream.JetStream) {
+			if err := ckv.Delete(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"key purged", func(t *testing.T, ckv jetstream.KeyValue, _ jetstream.JetStream) {
+			if err := ckv.Purge(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"value corrupt", func(t *testing.T, ckv jetstream.KeyValue, _ jetstream.JetStream) {
+			if _, err := ckv.Put(ctx, key, []byte("{not json")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"bucket deleted", func(t *testing.T, _ jetstream.KeyValue, js jetstream.JetStream) {
+			if err := js.DeleteKeyValue(ctx, "test_checkpoint"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, ckv, js := holderAndCheckpoints(t, lease.Config{Instance: "a", Host: "h", File: "fa"})
+			w := lease.NewCheckpoints(ckv, key)
+			if err := w.Write(ctx, a.Lease, 1, "one"); err != nil {
+				t.Fatal(err)
+			}
+			reader := lease.NewCheckpoints(ckv, key)
+			if _, _, err := reader.Read(ctx); err != nil {
+				t.Fatal(err)
+			}
+			c.do(t, ckv, js)
+			if c.name == "value corrupt" {
+				if _, _, err := lease.NewCheckpoints(ckv, key).Read(ctx); !errors.Is(err, lease.ErrCorrupt) {
+					t.Errorf("Read of a corrupt value: %v, want ErrCorrupt", err)
+				}
+			}
+			for i, writer := range []*lease.Checkpoints{w, reader} {
+				if err := writer.Write(ctx, a.Lease, uint64(2+i), "two"); err != nil {
+					t.Fatalf("write %d after the checkpoint vanished: %v", i, err)
+				}
+			}
+			cp, found, err := lease.NewCheckpoints(ckv, key).Read(ctx)
+			if err != nil || !found || cp.Seq != 3 || cp.Writer() != a.Writer() || cp.File != "fa" {
+				t.Errorf("Read = %+v %v %v; want seq 3 by %+v", cp, found, err, a.Writer())
+			}
+		})
+	}
+}
+
+// A checkpoint of another holder: overwritten while the lease is this
+// process's on the server (a predecessor's late write); once another
+// holds the lease, the write fails with ErrNotWriter and demotes at once.
+func TestCheckpointOfAnotherHolder(t *testing.T) {
+	ctx := context.Background()
+	key := lease.Key("https://shop.example/", "ORDERS")
+	a, ckv, js := holderAndCheckpoints(t, lease.Config{Instance: "a", Host: "h", Renew: time.Hour})
+	w := lease.NewCheckpoints(ckv, key)
+	if err := w.Write(ctx, a.Lease, 1, "one"); err != nil {
+		t.Fatal(err)
+	}
+	foreign := []byte(`{"epoch":1,"instance":"x","nonce":"x","seq":9,"state":"x"}`)
+	if _, err := ckv.Put(ctx, key, foreign); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, a.Lease, 2, "two"); err != nil {
+		t.Errorf("write over a predecessor's checkpoint while holding the lease: %v", err)
+	}
+	// Another replica holds the lease now (a's renewal is an hour away)
+	// and wrote its checkpoint.
+	lkv, err := js.KeyValue(ctx, "test_lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lkv.Put(ctx, key, []byte(`{"instance":"x","nonce":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ckv.Put(ctx, key, foreign); err != nil {
+		t.Fatal(err)
+	}
+	err = w.Write(ctx, a.Lease, 3, "three")
+	var fe *lease.ForeignError
+	if !errors.Is(err, lease.ErrNotWriter) || !errors.As(err, &fe) || fe.Writer.Instance != "x" {
+		t.Errorf("write over another holder's checkpoint: %v, want ErrNotWriter naming x", err)
+	}
+	if a.Active() || a.changes.Load() != 2 {
+		t.Errorf("after ErrNotWriter: active %v, changes %d; want demoted", a.Active(), a.changes.Load())
+	}
+	if cp, _, _ := lease.NewCheckpoints(ckv, key).Read(ctx); cp.Instance != "x" {
+		t.Errorf("the other holder's checkpoint was overwritten: %+v", cp)
 	}
 }
