@@ -15,13 +15,17 @@ import (
 // the last stream sequence whose event it reflects, and its state (opaque
 // here).
 type Checkpoint struct {
-	Epoch    uint64          `json:"epoch"` // the lease revision of the writer's tenure
-	Instance string          `json:"instance"`
-	Nonce    string          `json:"nonce"`
-	File     string          `json:"file,omitempty"` // the writer's state file (Config.File)
-	Written  time.Time       `json:"written"`
-	Seq      uint64          `json:"seq"` // every event up to this stream sequence is reflected
-	State    json.RawMessage `json:"state"`
+	Epoch    uint64    `json:"epoch"` // the lease revision of the writer's tenure
+	Instance string    `json:"instance"`
+	Nonce    string    `json:"nonce"`
+	File     string    `json:"file,omitempty"` // the writer's state file (Config.File)
+	Written  time.Time `json:"written"`
+	Seq      uint64    `json:"seq"` // every event up to this stream sequence is reflected
+	// Stream is the stream's creation time (server clock) when Seq was
+	// read: the incarnation Seq counts in (a stream deleted and created
+	// again starts at 1). Zero: not known (an older writer).
+	Stream time.Time       `json:"stream,omitzero"`
+	State  json.RawMessage `json:"state"`
 }
 
 // Writer names who wrote a checkpoint: the process (instance and its
@@ -119,6 +123,12 @@ func (c *Checkpoints) Read(ctx context.Context) (cp Checkpoint, found bool, err 
 //     operator's put); otherwise another replica is active: the lease is
 //     demoted at once and a *ForeignError (ErrNotWriter) returned.
 func (c *Checkpoints) Write(ctx context.Context, l *Lease, seq uint64, state any) error {
+	return c.WriteAt(ctx, l, seq, time.Time{}, state)
+}
+
+// WriteAt is Write with the incarnation of the stream seq counts in (its
+// creation time, see Checkpoint.Stream).
+func (c *Checkpoints) WriteAt(ctx context.Context, l *Lease, seq uint64, stream time.Time, state any) error {
 	if err := l.Gate(); err != nil {
 		return err
 	}
@@ -127,7 +137,7 @@ func (c *Checkpoints) Write(ctx context.Context, l *Lease, seq uint64, state any
 		return fmt.Errorf("write checkpoint %s: %w", c.key, err)
 	}
 	me := l.Writer()
-	b, _ := json.Marshal(Checkpoint{Epoch: me.Epoch, Instance: me.Instance, Nonce: me.Nonce, File: me.File, Written: l.cfg.Now().UTC(), Seq: seq, State: st})
+	b, _ := json.Marshal(Checkpoint{Epoch: me.Epoch, Instance: me.Instance, Nonce: me.Nonce, File: me.File, Written: l.cfg.Now().UTC(), Seq: seq, Stream: stream, State: st})
 	for try := 0; ; try++ {
 		if err := l.Gate(); err != nil {
 			return err
