@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -17,7 +17,7 @@ var t0 = time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 
 // operator is a connection of the test's own, for what an operator does
 // to the server with the nats CLI.
-func operator(t *testing.T, s *server.Server) jetstream.JetStream {
+func operator(t *testing.T, s testnats.Server) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
