@@ -1,9 +1,11 @@
 package lease_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -268,5 +270,41 @@ func TestCheckpointOfAnotherHolder(t *testing.T) {
 	}
 	if cp, _, _ := lease.NewCheckpoints(ckv, key).Read(ctx); cp.Instance != "x" {
 		t.Errorf("the other holder's checkpoint was overwritten: %+v", cp)
+	}
+}
+
+// The snapshot object store is deleted: the next put creates it again
+// with its configuration, and the object is there to read.
+func TestObjectStoreDeletedIsCreatedAgain(t *testing.T) {
+	js := jsOf(t, runServer(t).ClientURL())
+	ctx := context.Background()
+	obs, err := lease.ObjectStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: "test_snapshot", Description: "d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: "k"}, bytes.NewReader([]byte("one"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteObjectStore(ctx, "test_snapshot"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.GetInfo(ctx, "k"); err == nil {
+		t.Error("the object outlived its store")
+	}
+	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: "k"}, bytes.NewReader([]byte("two"))); err != nil {
+		t.Fatalf("put after the store was deleted: %v", err)
+	}
+	res, err := obs.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	b, err := io.ReadAll(res)
+	if err != nil || string(b) != "two" {
+		t.Errorf("read back %q, %v; want two", b, err)
+	}
+	st, err := obs.Status(ctx)
+	if err != nil || st.Description() != "d" {
+		t.Errorf("the store created again: %v %v; want its description", st, err)
 	}
 }
