@@ -25,6 +25,25 @@
 // partitioned for longer than the lease stops before its next call even
 // though it has not yet heard that it lost the lease.
 //
+// The key expires on the server TTL after the revision was stamped, no
+// earlier, whether the bucket has per-key TTL markers (NATS 2.11 on) or
+// not (2.10: the bucket's max age removes the revision; Bucket creates it
+// without markers there). Create succeeds only once the revision is gone,
+// so no other process holds the key before this deadline on any server
+// release; the markers only tell the standbys at once (without them a
+// standby finds the key free at its next attempt, every TTL/3).
+//
+// A bucket deleted and created again (by an operator, or by a handle of
+// this package that found it gone, see bucket.go) holds no key, while the
+// last holder of the old bucket may still run on its deadline. A process
+// that acquires the key in a bucket created after it first saw the bucket
+// is therefore active only a TTL after the new bucket's creation (both
+// instants stamped by the server), when that holder's deadline has
+// passed: at most one holder before its deadline, also across a
+// recreation. (A process that first sees the bucket after it was created
+// again cannot tell; the old holder then stops at its next renewal, within
+// TTL/3.)
+//
 // # Handover
 //
 // Release (SIGTERM) deletes the key on the holder's revision; the standbys
