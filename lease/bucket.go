@@ -30,10 +30,12 @@ type bucketOptions struct {
 	log       *slog.Logger
 }
 
-// Replicas is the number of replicas of a bucket the watcher creates [1].
-// Pass the event stream's: on a NATS cluster a bucket with one replica
-// makes its node a single point of failure for every replica of the
-// group. An existing bucket keeps its replicas.
+// Replicas is the number of replicas of the bucket [1 for a bucket
+// created, an existing one's unchanged]. Pass the event stream's: on a
+// NATS cluster a bucket with one replica makes its node a single point of
+// failure for every replica of the group. An existing bucket with other
+// replicas is changed to n (a failure to change it is logged: the bucket
+// works with the replicas it has).
 func Replicas(n int) BucketOption {
 	return func(o *bucketOptions) { o.replicas = max(n, 1) }
 }
@@ -44,7 +46,7 @@ func BucketLogger(l *slog.Logger) BucketOption {
 }
 
 func options(opts []BucketOption) bucketOptions {
-	o := bucketOptions{replicas: 1}
+	var o bucketOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -145,7 +147,7 @@ func (h healingKV) Status(ctx context.Context) (jetstream.KeyValueStatus, error)
 // (before NATS 2.11) the bucket is created without them (markers only
 // wake the standbys sooner; see Lease).
 func keyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, o bucketOptions) (jetstream.KeyValue, error) {
-	cfg.Replicas = o.replicas
+	cfg.Replicas = max(o.replicas, 1)
 	if o.noMarkers {
 		cfg.LimitMarkerTTL = 0
 	}
@@ -168,6 +170,7 @@ func keyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
 	}
+	cfg.Replicas = setReplicas(ctx, js, "KV_"+cfg.Bucket, cfg.Replicas, o) // created again with these
 	k := &keeper{name: cfg.Bucket, create: create, log: o.log, exists: func(ctx context.Context) error {
 		_, err := js.KeyValue(ctx, cfg.Bucket)
 		return err
@@ -180,7 +183,7 @@ func keyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 // Get and GetInfo).
 func ObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig, opts ...BucketOption) (jetstream.ObjectStore, error) {
 	o := options(opts)
-	cfg.Replicas = o.replicas
+	cfg.Replicas = max(o.replicas, 1)
 	create := func(ctx context.Context) error {
 		_, err := js.CreateObjectStore(ctx, cfg)
 		return err
@@ -195,11 +198,35 @@ func ObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.Obje
 	if err != nil {
 		return nil, fmt.Errorf("object store %s: %w", cfg.Bucket, err)
 	}
+	cfg.Replicas = setReplicas(ctx, js, "OBJ_"+cfg.Bucket, cfg.Replicas, o) // created again with these
 	k := &keeper{name: cfg.Bucket, create: create, log: o.log, exists: func(ctx context.Context) error {
 		_, err := js.ObjectStore(ctx, cfg.Bucket)
 		return err
 	}}
 	return healingObs{ObjectStore: obs, k: k}, nil
+}
+
+// setReplicas changes the replicas of the stream behind a bucket to the
+// ones asked for (Replicas), when asked and different, and returns the
+// replicas in force (def when they cannot be read).
+func setReplicas(ctx context.Context, js jetstream.JetStream, stream string, def int, o bucketOptions) int {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		o.log.Warn("reading a bucket's replicas failed", "stream", stream, "err", err)
+		return def
+	}
+	cfg := s.CachedInfo().Config
+	was := max(cfg.Replicas, 1)
+	if o.replicas == 0 || was == o.replicas {
+		return was
+	}
+	cfg.Replicas = o.replicas
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		o.log.Warn("changing a bucket's replicas failed; it keeps its own", "stream", stream, "replicas", was, "want", o.replicas, "err", err)
+		return was
+	}
+	o.log.Info("a bucket's replicas changed", "stream", stream, "from", was, "to", o.replicas)
+	return o.replicas
 }
 
 // healingObs is an object store that creates itself again when gone.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,34 +64,6 @@ func TestLeaseBucketDeletedIsCreatedAgain(t *testing.T) {
 	st, err := kv.Status(ctx)
 	if err != nil || st.TTL() != ttl {
 		t.Errorf("the bucket created again: TTL %v (%v), want %v", st.TTL(), err, ttl)
-	}
-}
-
-// The buckets the watcher creates have the replicas asked for: on a single
-// server more than one is refused, which shows that the number reaches it.
-func TestBucketReplicas(t *testing.T) {
-	js := jsOf(t, runServer(t).ClientURL())
-	ctx := context.Background()
-	if _, _, err := lease.Bucket(ctx, js, "one_lease", testTTL, lease.Replicas(1)); err != nil {
-		t.Fatal(err)
-	}
-	for name, create := range map[string]func(name string) error{
-		"lease": func(name string) error {
-			_, _, err := lease.Bucket(ctx, js, name, testTTL, lease.Replicas(3))
-			return err
-		},
-		"checkpoint": func(name string) error {
-			_, err := lease.CheckpointBucket(ctx, js, name, lease.Replicas(3))
-			return err
-		},
-		"object store": func(name string) error {
-			_, err := lease.ObjectStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: name}, lease.Replicas(3))
-			return err
-		},
-	} {
-		if err := create("three_" + map[string]string{"lease": "l", "checkpoint": "c", "object store": "o"}[name]); err == nil || !strings.Contains(err.Error(), "replicas") {
-			t.Errorf("%s bucket with 3 replicas on a single server: %v, want the server's refusal of the replicas", name, err)
-		}
 	}
 }
 
