@@ -65,9 +65,10 @@ func (e *ForeignError) Unwrap() error { return ErrNotWriter }
 
 // Checkpoints reads and writes the checkpoints of one group.
 type Checkpoints struct {
-	kv  jetstream.KeyValue
-	key string
-	rev uint64 // the revision this process read or wrote last
+	kv   jetstream.KeyValue
+	key  string
+	rev  uint64     // the revision this process read or wrote last
+	last Checkpoint // the checkpoint this process wrote last
 }
 
 // CheckpointBucket returns the checkpoint bucket, creating it when missing
@@ -89,6 +90,9 @@ func NewCheckpoints(kv jetstream.KeyValue, key string) *Checkpoints {
 
 // Revision is the revision this process read or wrote last.
 func (c *Checkpoints) Revision() uint64 { return c.rev }
+
+// Last is the checkpoint this process wrote last.
+func (c *Checkpoints) Last() Checkpoint { return c.last }
 
 // Read returns the latest checkpoint (found false when none was written,
 // or it was deleted or purged). A value that does not decode is an error
@@ -137,7 +141,8 @@ func (c *Checkpoints) WriteAt(ctx context.Context, l *Lease, seq uint64, stream 
 		return fmt.Errorf("write checkpoint %s: %w", c.key, err)
 	}
 	me := l.Writer()
-	b, _ := json.Marshal(Checkpoint{Epoch: me.Epoch, Instance: me.Instance, Nonce: me.Nonce, File: me.File, Written: l.cfg.Now().UTC(), Seq: seq, Stream: stream, State: st})
+	cp := Checkpoint{Epoch: me.Epoch, Instance: me.Instance, Nonce: me.Nonce, File: me.File, Written: l.cfg.Now().UTC(), Seq: seq, Stream: stream, State: st}
+	b, _ := json.Marshal(cp)
 	for try := 0; ; try++ {
 		if err := l.Gate(); err != nil {
 			return err
@@ -149,7 +154,7 @@ func (c *Checkpoints) WriteAt(ctx context.Context, l *Lease, seq uint64, stream 
 			rev, err = c.kv.Update(ctx, c.key, b, c.rev)
 		}
 		if err == nil {
-			c.rev = rev
+			c.rev, c.last = rev, cp
 			return nil
 		}
 		conflict := errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) ||

@@ -117,7 +117,9 @@ type Mirror struct {
 
 	lag      atomic.Int64 // events behind the stream; -1 unknown
 	caughtAt atomic.Int64 // unix nanos of the last time the mirror had read everything
-	ckptRev  atomic.Uint64
+	// ckpt names the checkpoint applied or written last: its revision
+	// and writer (revisions start at 1 again in a bucket created again).
+	ckpt atomic.Value // string
 }
 
 // New loads (or creates) this replica's record.
@@ -335,8 +337,11 @@ func (m *Mirror) rewind(w time.Time) error {
 // of the stream does not move the mirror's position.
 func (m *Mirror) ApplyCheckpoint(ctx context.Context, force bool) (bool, error) {
 	cp, found, err := m.cfg.Checkpoints.Read(ctx)
-	rev := m.cfg.Checkpoints.Revision()
-	if !force && rev == m.ckptRev.Load() {
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return false, err
+	}
+	id := ckptID(m.cfg.Checkpoints.Revision(), cp)
+	if seen, _ := m.ckpt.Load().(string); !force && id == seen {
 		return false, nil
 	}
 	var st state.Checkpoint
@@ -346,7 +351,7 @@ func (m *Mirror) ApplyCheckpoint(ctx context.Context, force bool) (bool, error) 
 		}
 	}
 	if errors.Is(err, lease.ErrCorrupt) {
-		m.ckptRev.Store(rev)
+		m.ckpt.Store(id)
 		m.log.Warn("the group's checkpoint does not decode: treated as absent (the next active's first checkpoint overwrites it)", "err", err)
 		return false, nil
 	}
@@ -356,7 +361,7 @@ func (m *Mirror) ApplyCheckpoint(ctx context.Context, force bool) (bool, error) 
 	if err := m.cfg.Store.RestoreCheckpoint(st, m.own); err != nil {
 		return false, err
 	}
-	m.ckptRev.Store(rev)
+	m.ckpt.Store(id)
 	if force {
 		err := m.save(func(r *Record) {
 			if cp.Stream.IsZero() || r.Stream.IsZero() || cp.Stream.Equal(r.Stream) {
@@ -368,6 +373,11 @@ func (m *Mirror) ApplyCheckpoint(ctx context.Context, force bool) (bool, error) 
 		}
 	}
 	return true, nil
+}
+
+// ckptID names a checkpoint read at revision rev.
+func ckptID(rev uint64, cp lease.Checkpoint) string {
+	return fmt.Sprintf("%d/%s/%d/%d", rev, cp.Nonce, cp.Epoch, cp.Written.UnixNano())
 }
 
 // Run keeps the state file warm until ctx ends: new dumps loaded, the
@@ -660,7 +670,7 @@ func (m *Mirror) checkpoint(ctx context.Context, l *lease.Lease) (bool, error) {
 	if err := m.cfg.Checkpoints.WriteAt(ctx, l, seq, created, st); err != nil {
 		return false, err
 	}
-	m.ckptRev.Store(m.cfg.Checkpoints.Revision())
+	m.ckpt.Store(ckptID(m.cfg.Checkpoints.Revision(), m.cfg.Checkpoints.Last()))
 	m.mu.Lock()
 	m.stream = created
 	m.mu.Unlock()

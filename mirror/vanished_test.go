@@ -236,3 +236,31 @@ func TestStreamCreatedAgain(t *testing.T) {
 		t.Errorf("b's order 8 = %+v after the dump; want %+v", st, s8)
 	}
 }
+
+// The checkpoint bucket is deleted and created again: its revisions start
+// at 1 again, and the standby still applies the new checkpoint at the
+// revision it applied last in the old bucket.
+func TestStandbyAppliesCheckpointOfBucketCreatedAgain(t *testing.T) {
+	s := runServer(t)
+	ctx := context.Background()
+	a := newReplica(t, s, "a")
+	firstActive(t, a)
+	b := newReplica(t, s, "b")
+	if ok, err := b.m.ApplyCheckpoint(ctx, false); err != nil || !ok {
+		t.Fatalf("b applies a's first checkpoint: %v %v", ok, err)
+	}
+	if err := operator(t, s).DeleteKeyValue(ctx, "t_checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	s7 := orderState("6", t0.Add(time.Minute))
+	change(t, a, 7, orderState("5", t0), s7, true)
+	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
+		t.Fatalf("a's checkpoint after the bucket was deleted: %v %v", ok, err)
+	}
+	if ok, err := b.m.ApplyCheckpoint(ctx, false); err != nil || !ok {
+		t.Errorf("b applies the checkpoint of the bucket created again: %v %v; want applied", ok, err)
+	}
+	if m, _ := b.store.Meta(); !m.Watermark.Equal(s7.UpdatedAt.Time) {
+		t.Errorf("b's watermark %v, want a's %v", m.Watermark, s7.UpdatedAt.Time)
+	}
+}
