@@ -41,6 +41,15 @@ func TestLeaseBucketDeletedIsCreatedAgain(t *testing.T) {
 	a := start(t, kvA, ttl, lease.Config{Instance: "a", Host: "h", Renew: ttl / 2})
 	waitFor(t, "a active", 5*time.Second, a.Active)
 	b := start(t, kvB, ttl, lease.Config{Instance: "b", Host: "h", Renew: 50 * time.Millisecond})
+	// b has seen the bucket (its first attempt) before it is deleted.
+	waitFor(t, "b's first attempt", 5*time.Second, func() bool {
+		select {
+		case <-b.Decided():
+			return true
+		default:
+			return false
+		}
+	})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -207,7 +216,9 @@ func TestCheckpointWrittenAgainAfterItVanished(t *testing.T) {
 func TestCheckpointOfAnotherHolder(t *testing.T) {
 	ctx := context.Background()
 	key := lease.Key("https://shop.example/", "ORDERS")
-	a, ckv, js := holderAndCheckpoints(t, lease.Config{Instance: "a", Host: "h", Renew: time.Hour})
+	// a's clock stands still: its deadline never passes, and its next
+	// renewal is an hour away.
+	a, ckv, js := holderAndCheckpoints(t, lease.Config{Instance: "a", Host: "h", Renew: time.Hour, Mono: func() time.Duration { return 0 }})
 	w := lease.NewCheckpoints(ckv, key)
 	if err := w.Write(ctx, a.Lease, 1, "one"); err != nil {
 		t.Fatal(err)
