@@ -160,22 +160,33 @@ func keyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 		}
 		return err
 	}
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		err = create(ctx)
-		if err == nil || errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
-		}
-	}
+	get := func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.Bucket) }
+	kv, err := bind(ctx, get, create)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
 	}
 	cfg.Replicas = setReplicas(ctx, js, "KV_"+cfg.Bucket, cfg.Replicas, o) // created again with these
-	k := &keeper{name: cfg.Bucket, create: create, log: o.log, exists: func(ctx context.Context) error {
-		_, err := js.KeyValue(ctx, cfg.Bucket)
+	return healingKV{KeyValue: kv, k: newKeeper(cfg.Bucket, get, create, o)}, nil
+}
+
+// bind gets a bucket, creating it when missing (another replica may
+// create it at the same moment).
+func bind[T any](ctx context.Context, get func(context.Context) (T, error), create func(context.Context) error) (T, error) {
+	b, err := get(ctx)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		err = create(ctx)
+		if err == nil || errors.Is(err, jetstream.ErrBucketExists) {
+			b, err = get(ctx)
+		}
+	}
+	return b, err
+}
+
+func newKeeper[T any](name string, get func(context.Context) (T, error), create func(context.Context) error, o bucketOptions) *keeper {
+	return &keeper{name: name, create: create, log: o.log, exists: func(ctx context.Context) error {
+		_, err := get(ctx)
 		return err
 	}}
-	return healingKV{KeyValue: kv, k: k}, nil
 }
 
 // ObjectStore binds the object store cfg names, creating it with cfg and
@@ -188,22 +199,13 @@ func ObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.Obje
 		_, err := js.CreateObjectStore(ctx, cfg)
 		return err
 	}
-	obs, err := js.ObjectStore(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		err = create(ctx)
-		if err == nil || errors.Is(err, jetstream.ErrBucketExists) {
-			obs, err = js.ObjectStore(ctx, cfg.Bucket)
-		}
-	}
+	get := func(ctx context.Context) (jetstream.ObjectStore, error) { return js.ObjectStore(ctx, cfg.Bucket) }
+	obs, err := bind(ctx, get, create)
 	if err != nil {
 		return nil, fmt.Errorf("object store %s: %w", cfg.Bucket, err)
 	}
 	cfg.Replicas = setReplicas(ctx, js, "OBJ_"+cfg.Bucket, cfg.Replicas, o) // created again with these
-	k := &keeper{name: cfg.Bucket, create: create, log: o.log, exists: func(ctx context.Context) error {
-		_, err := js.ObjectStore(ctx, cfg.Bucket)
-		return err
-	}}
-	return healingObs{ObjectStore: obs, k: k}, nil
+	return healingObs{ObjectStore: obs, k: newKeeper(cfg.Bucket, get, create, o)}, nil
 }
 
 // setReplicas changes the replicas of the stream behind a bucket to the

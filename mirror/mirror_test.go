@@ -149,20 +149,7 @@ func TestStandbyFollowsAndTakesOver(t *testing.T) {
 	}
 
 	// a's first sync: 50 orders, silently, then a checkpoint and a dump.
-	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
-	var puts []state.Put
-	for id := int64(1); id <= 50; id++ {
-		puts = append(puts, state.Put{ID: id, State: orderState("5", t0)})
-	}
-	if err := a.store.SetBaseline(t0); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.store.Commit(state.Commit{States: puts, Watermark: &t0, BaselineDone: true}); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
-		t.Fatalf("Committed: %v %v", ok, err)
-	}
+	firstSync(t, a)
 
 	bctx, bstop := context.WithCancel(ctx)
 	bdone := make(chan struct{})

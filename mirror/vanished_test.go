@@ -37,6 +37,13 @@ func firstActive(t *testing.T, r *replica) {
 	if _, err := r.m.Takeover(ctx, r.lease, true); err != nil {
 		t.Fatal(err)
 	}
+	firstSync(t, r)
+}
+
+// firstSync commits the active r's first sync, orders 1 to 50 with status
+// 5 at t0, silently, then a checkpoint and a dump.
+func firstSync(t *testing.T, r *replica) {
+	t.Helper()
 	var puts []state.Put
 	for id := int64(1); id <= 50; id++ {
 		puts = append(puts, state.Put{ID: id, State: orderState("5", t0)})
@@ -47,7 +54,7 @@ func firstActive(t *testing.T, r *replica) {
 	if err := r.store.Commit(state.Commit{States: puts, Watermark: &t0, BaselineDone: true}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := r.m.Committed(ctx, r.lease); err != nil || !ok {
+	if ok, err := r.m.Committed(context.Background(), r.lease); err != nil || !ok {
 		t.Fatalf("Committed: %v %v", ok, err)
 	}
 }
