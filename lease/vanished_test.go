@@ -66,6 +66,11 @@ func TestLeaseBucketDeletedIsCreatedAgain(t *testing.T) {
 		return c.Active() && err == nil && found && c.Mine(v)
 	}
 	waitFor(t, "a replica holding the lease in the bucket created again", 6*ttl, func() bool { return holds(a) || holds(b) })
+	holder := a
+	if holds(b) {
+		holder = b
+	}
+	waitFor(t, "the holder to be told it is active (OnChange)", ttl, func() bool { return holder.changes.Load()%2 == 1 })
 	kv, err := js.KeyValue(ctx, "test_lease")
 	if err != nil {
 		t.Fatal(err)

@@ -271,3 +271,50 @@ func TestStandbyAppliesCheckpointOfBucketCreatedAgain(t *testing.T) {
 		t.Errorf("b's watermark %v, want a's %v", m.Watermark, s7.UpdatedAt.Time)
 	}
 }
+
+// The stream's limits remove events before the standby read them: its
+// snapshot is unproven until it loads a dump that covers the stream.
+func TestEventsRemovedBeforeReadLeaveTheSnapshotUnproven(t *testing.T) {
+	s := runServer(t)
+	ctx := context.Background()
+	a := newReplica(t, s, "a")
+	firstActive(t, a)
+	b := newReplica(t, s, "b")
+	if err := b.m.Demoted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.m.CatchUp(ctx); err != nil { // loads a's dump
+		t.Fatal(err)
+	}
+	js := operator(t, s)
+	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: time.Minute, MaxMsgs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	prev := orderState("5", t0)
+	for i := range 4 {
+		next := orderState("6", t0.Add(time.Duration(i+1)*time.Minute))
+		change(t, a, 7, prev, next, true)
+		prev = next
+	}
+	if err := b.m.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.m.Unproven() == "" {
+		t.Fatal("b read a stream that had lost events 1 and 2 and calls its snapshot proven")
+	}
+	if err := a.m.Activated(a.lease.Writer()); err != nil { // a new tenure's first Committed dumps
+		t.Fatal(err)
+	}
+	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
+		t.Fatalf("Committed: %v %v", ok, err)
+	}
+	if err := b.m.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if why := b.m.Unproven(); why != "" {
+		t.Errorf("b after loading a dump that covers the stream: unproven %q", why)
+	}
+	if st := lookup(t, b.store, 7); st == nil || !st.Same(prev) {
+		t.Errorf("b's order 7 = %+v, want %+v", st, prev)
+	}
+}
