@@ -496,9 +496,14 @@ func (l *Lease) bucketCreated(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
+	// The status's interface has no creation time; the concrete type of
+	// nats.go has. Without it a recreated bucket goes unnoticed, which is
+	// said loudly (TestLeaseBucketDeletedIsCreatedAgain fails then).
 	bs, ok := st.(*jetstream.KeyValueBucketStatus)
 	if !ok || bs.StreamInfo() == nil {
-		return time.Time{}, fmt.Errorf("lease bucket: no creation time in its status (%T)", st)
+		err := fmt.Errorf("lease bucket: no creation time in its status (%T)", st)
+		l.log.Error("a lease bucket created again cannot be told from the one before: a holder of the old bucket may overlap with the new one until its next renewal", "err", err)
+		return time.Time{}, err
 	}
 	return bs.StreamInfo().Created, nil
 }
