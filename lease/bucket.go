@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -63,6 +64,9 @@ type keeper struct {
 	create func(ctx context.Context) error
 	log    *slog.Logger
 	mu     sync.Mutex // one recreation at a time per handle
+	// bound is the bucket's creation time (server clock) when it was
+	// bound (the lease bucket's, set by Bucket): New starts from it.
+	bound time.Time
 }
 
 // keyLevel says whether err is an answer about a key or an object (the

@@ -197,6 +197,9 @@ func Bucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.D
 			return nil, 0, err
 		}
 	}
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		kv.(healingKV).k.bound = bs.StreamInfo().Created // the bucket New's lease first saw
+	}
 	return kv, st.TTL(), nil
 }
 
@@ -222,7 +225,14 @@ func New(kv jetstream.KeyValue, ttl time.Duration, cfg Config) *Lease {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Lease{kv: kv, cfg: cfg, ttl: ttl, nonce: hex.EncodeToString(b[:]), log: log.With("component", "lease"), wake: make(chan struct{}, 1), first: make(chan struct{})}
+	l := &Lease{kv: kv, cfg: cfg, ttl: ttl, nonce: hex.EncodeToString(b[:]), log: log.With("component", "lease"), wake: make(chan struct{}, 1), first: make(chan struct{})}
+	if h, ok := kv.(healingKV); ok {
+		// The bucket as Bucket bound it: one created again after that is
+		// told apart (hold). Another KeyValue: the bucket as first seen
+		// by acquire.
+		l.created = h.k.bound
+	}
+	return l
 }
 
 // TTL is the lease's time to live (the bucket's).
@@ -415,7 +425,7 @@ func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
 	defer cancel()
 	var newRev uint64
 	var err error
-	l.sawBucket(rctx)
+	l.sawBucket(ctx)
 	if rev != 0 {
 		// Lapsed locally but maybe still ours on the server: the same
 		// revision means nobody held it in between.
@@ -473,8 +483,9 @@ func (l *Lease) takeOwnStale(ctx context.Context, now time.Time) (uint64, error)
 	return l.kv.Update(ctx, l.cfg.Key, l.value(now), e.Revision())
 }
 
-// sawBucket notes the bucket's creation time the first time it is seen:
-// a later one means the bucket was deleted and created again.
+// sawBucket notes the bucket's creation time the first time it is seen
+// (when Bucket did not): a later one means the bucket was deleted and
+// created again.
 func (l *Lease) sawBucket(ctx context.Context) {
 	l.mu.Lock()
 	seen := !l.created.IsZero()
@@ -482,6 +493,8 @@ func (l *Lease) sawBucket(ctx context.Context) {
 	if seen {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, max(l.cfg.Renew, 2*time.Second))
+	defer cancel()
 	if created, err := l.bucketCreated(ctx); err == nil {
 		l.mu.Lock()
 		if l.created.IsZero() {
