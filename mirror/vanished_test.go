@@ -28,6 +28,16 @@ func operator(t *testing.T, s testnats.Server) jetstream.JetStream {
 	return js
 }
 
+// group starts a server and the group's first active replica, a
+// (firstActive).
+func group(t *testing.T) (testnats.Server, *replica) {
+	t.Helper()
+	s := runServer(t)
+	a := newReplica(t, s, "a")
+	firstActive(t, a)
+	return s, a
+}
+
 // firstActive makes r the group's first active replica with a first sync
 // of orders 1 to 50 (status 5 at t0), a checkpoint and a dump.
 func firstActive(t *testing.T, r *replica) {
@@ -71,10 +81,8 @@ func die(r *replica) {
 // held revision 1 of the new one must not take the other's checkpoint
 // for its own.
 func TestContinuesOnlyAfterItsOwnTenure(t *testing.T) {
-	s := runServer(t)
+	s, a := group(t)
 	ctx := context.Background()
-	a := newReplica(t, s, "a")
-	firstActive(t, a)
 	epochA := a.lease.Epoch()
 	die(a)
 	if err := operator(t, s).DeleteKeyValue(ctx, "t_lease"); err != nil {
@@ -128,10 +136,8 @@ func TestTakeoverPastAVanishedCheckpoint(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := runServer(t)
+			s, a := group(t)
 			ctx := context.Background()
-			a := newReplica(t, s, "a")
-			firstActive(t, a)
 			b := newReplica(t, s, "b")
 			if err := b.m.Demoted(ctx); err != nil { // reads the checkpoint
 				t.Fatal(err)
@@ -164,10 +170,8 @@ func TestTakeoverPastAVanishedCheckpoint(t *testing.T) {
 // its unpublished change and moves its own watermark back before it: the
 // next active reads that change again.
 func TestDemotedWithoutCheckpointReadsUndoneChangesAgain(t *testing.T) {
-	s := runServer(t)
+	s, a := group(t)
 	ctx := context.Background()
-	a := newReplica(t, s, "a")
-	firstActive(t, a)
 	changed := t0.Add(3 * time.Minute)
 	change(t, a, 9, orderState("5", t0), orderState("8", changed), false)
 	die(a)
@@ -193,10 +197,8 @@ func TestDemotedWithoutCheckpointReadsUndoneChangesAgain(t *testing.T) {
 // from its start, and says its snapshot is unproven until the active's
 // next dump.
 func TestStreamCreatedAgain(t *testing.T) {
-	s := runServer(t)
+	s, a := group(t)
 	ctx := context.Background()
-	a := newReplica(t, s, "a")
-	firstActive(t, a)
 	b := newReplica(t, s, "b")
 	if err := b.m.Demoted(ctx); err != nil {
 		t.Fatal(err)
@@ -248,10 +250,8 @@ func TestStreamCreatedAgain(t *testing.T) {
 // at 1 again, and the standby still applies the new checkpoint at the
 // revision it applied last in the old bucket.
 func TestStandbyAppliesCheckpointOfBucketCreatedAgain(t *testing.T) {
-	s := runServer(t)
+	s, a := group(t)
 	ctx := context.Background()
-	a := newReplica(t, s, "a")
-	firstActive(t, a)
 	b := newReplica(t, s, "b")
 	if ok, err := b.m.ApplyCheckpoint(ctx, false); err != nil || !ok {
 		t.Fatalf("b applies a's first checkpoint: %v %v", ok, err)
@@ -275,10 +275,8 @@ func TestStandbyAppliesCheckpointOfBucketCreatedAgain(t *testing.T) {
 // The stream's limits remove events before the standby read them: its
 // snapshot is unproven until it loads a dump that covers the stream.
 func TestEventsRemovedBeforeReadLeaveTheSnapshotUnproven(t *testing.T) {
-	s := runServer(t)
+	s, a := group(t)
 	ctx := context.Background()
-	a := newReplica(t, s, "a")
-	firstActive(t, a)
 	b := newReplica(t, s, "b")
 	if err := b.m.Demoted(ctx); err != nil {
 		t.Fatal(err)
