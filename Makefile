@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness
+.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness nats-compat
 
 all: fmt vet test
 
@@ -79,3 +79,18 @@ soak:
 # orders, real binary, the service's default limits (about 6 minutes).
 freshness:
 	$(GO) test -run 'TestFreshness' -v -timeout 30m ./faults -args -freshness
+
+# The lease and mirror tests against each NATS server release still in use
+# (2.10 onward: 2.10 has no per-key TTL markers), each installed into
+# NATSBIN/<version> and started as a binary (ORDERWATCH_NATS_SERVER) on a
+# free port with -js and a temporary store. A plain `go test` uses the
+# server in process.
+NATS_VERSIONS ?= v2.10.27 v2.11.17 v2.12.15 v2.14.10 latest
+NATSBIN ?= $(CURDIR)/.natsbin
+nats-compat:
+	@for v in $(NATS_VERSIONS); do \
+		d="$(NATSBIN)/$$v"; \
+		GOBIN="$$d" $(GO) install github.com/nats-io/nats-server/v2@$$v || exit 1; \
+		echo "== nats-server $$v ($$("$$d/nats-server" --version))"; \
+		ORDERWATCH_NATS_SERVER="$$d/nats-server" $(GO) test -race -count=1 ./lease/ ./mirror/ || exit 1; \
+	done
