@@ -90,8 +90,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
   watcher   %s/metrics  %s/readyz  (a sweep every %s)
 Watch with the nats CLI:  nats --server %s sub 'orders.>'
                           nats --server %s stream view ORDERS
+Consume them in Go (docs/consuming.md, examples/), in another terminal of this clone:
+  go run ./examples/since -nats %s -since 1h        # the last hour's events, then exit
+  go run ./examples/durable -nats %s                # a durable consumer: stop it, start it again, nothing is lost
+  go run ./examples/alert-webhook -nats %s -status 7 -webhook <URL>   # one line per order entering status 7
 Events as they happen (Ctrl-C to stop):
-`, simURL, *orders, *rate, natsURL, d.HTTPURL(), d.HTTPURL(), *interval, natsURL, natsURL)
+`, simURL, *orders, *rate, natsURL, d.HTTPURL(), d.HTTPURL(), *interval, natsURL, natsURL, natsURL, natsURL, natsURL)
 
 	started := time.Now()
 	tally := &eventTally{orders: map[int64]bool{}}

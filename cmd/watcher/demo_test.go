@@ -59,6 +59,13 @@ func TestDemoSummaryOnSignal(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("demo after SIGTERM: %v", err)
 	}
+	// The header tells how to consume the events with the examples, against
+	// this demo's NATS.
+	for _, ex := range []string{"since", "durable", "alert-webhook"} {
+		if !regexp.MustCompile(`go run \./examples/` + ex + ` -nats nats://127\.0\.0\.1:\d+`).MatchString(strings.Join(all, "\n")) {
+			t.Errorf("the demo does not say how to run examples/%s against its NATS", ex)
+		}
+	}
 	last := all[len(all)-1]
 	m := regexp.MustCompile(`^summary: (\d+) events printed for (\d+) orders; the watcher made (\d+) calls to the shop \((\d+) logins?\) in \S+$`).FindStringSubmatch(last)
 	if m == nil {
