@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness
+.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness nats-compat
 
 all: fmt vet test
 
@@ -32,8 +32,7 @@ fuzz:
 FUZZKEEP ?= 40
 fuzz-corpus:
 	@cache="$$($(GO) env GOCACHE)/fuzz/$$($(GO) list -m)"; \
-	for dir in "$$cache"/*/Fuzz*; do \
-		[ -d "$$dir" ] || continue; \
+	for dir in $$(find "$$cache" -mindepth 2 -maxdepth 3 -type d -name 'Fuzz*' 2>/dev/null); do \
 		rel=$${dir#"$$cache"/}; pkg=$${rel%/*}; t=$${rel##*/}; \
 		$(GO) test -list="^$$t\$$" ./$$pkg | grep -qx "$$t" || continue; \
 		mkdir -p "$$pkg/testdata/fuzz/$$t"; \
@@ -60,23 +59,38 @@ sim:
 # minutes, a kill -9 inside the skew and the service's clock set back for good
 # (TestFaultClock*), the hot standby (TestFaultStandby). All match
 # -run 'TestFault'. A plain `go test` runs only the nine quick scenarios
-# (quickFaults in cmd/watcher/fault_test.go); every other one needs
+# (quickFaults in faults/delivery_test.go); every other one needs
 # -args -faults (short variants) or -args -fault-long (full length,
 # implies -faults).
 faults:
-	$(GO) test -run 'TestFault' -v -timeout 90m ./cmd/watcher -args -fault-long
+	$(GO) test -run 'TestFault' -v -timeout 90m ./faults -args -fault-long
 	$(GO) test -run 'TestCrashConsistency' -v -timeout 30m ./poller -args -crash-cycles=60
 
 # The short variant of every fault scenario (about 25 minutes on two cores).
 faults-short:
-	$(GO) test -run 'TestFault' -v -timeout 60m ./cmd/watcher -args -faults
+	$(GO) test -run 'TestFault' -v -timeout 60m ./faults -args -faults
 
 # 30 minutes at three times a busy shop's change rate, a random fault every
 # minute; logs heap, goroutines and state file size each minute.
 soak:
-	$(GO) test -run 'TestSoak' -v -timeout 60m ./cmd/watcher -args -soak=30m
+	$(GO) test -run 'TestSoak' -v -timeout 60m ./faults -args -soak=30m
 
 # Detection latency at 1, 5 and 20 changes/s and a first sync of 100,000
 # orders, real binary, the service's default limits (about 6 minutes).
 freshness:
-	$(GO) test -run 'TestFreshness' -v -timeout 30m ./cmd/watcher -args -freshness
+	$(GO) test -run 'TestFreshness' -v -timeout 30m ./faults -args -freshness
+
+# The lease and mirror tests against each NATS server release still in use
+# (2.10 onward: 2.10 has no per-key TTL markers), each installed into
+# NATSBIN/<version> and started as a binary (ORDERWATCH_NATS_SERVER) on a
+# free port with -js and a temporary store. A plain `go test` uses the
+# server in process.
+NATS_VERSIONS ?= v2.10.27 v2.11.17 v2.12.15 v2.14.10 latest
+NATSBIN ?= $(CURDIR)/.natsbin
+nats-compat:
+	@for v in $(NATS_VERSIONS); do \
+		d="$(NATSBIN)/$$v"; \
+		GOBIN="$$d" $(GO) install github.com/nats-io/nats-server/v2@$$v || exit 1; \
+		echo "== nats-server $$v ($$("$$d/nats-server" --version))"; \
+		ORDERWATCH_NATS_SERVER="$$d/nats-server" $(GO) test -race -count=1 ./lease/ ./mirror/ || exit 1; \
+	done

@@ -25,6 +25,25 @@
 // partitioned for longer than the lease stops before its next call even
 // though it has not yet heard that it lost the lease.
 //
+// The key expires on the server TTL after the revision was stamped, no
+// earlier, whether the bucket has per-key TTL markers (NATS 2.11 on) or
+// not (2.10: the bucket's max age removes the revision; Bucket creates it
+// without markers there). Create succeeds only once the revision is gone,
+// so no other process holds the key before this deadline on any server
+// release; the markers only tell the standbys at once (without them a
+// standby finds the key free at its next attempt, every TTL/3).
+//
+// A bucket deleted and created again (by an operator, or by a handle of
+// this package that found it gone, see bucket.go) holds no key, while the
+// last holder of the old bucket may still run on its deadline. A process
+// that acquires the key in a bucket created after it first saw the bucket
+// is therefore active only a TTL after the new bucket's creation (both
+// instants stamped by the server), when that holder's deadline has
+// passed: at most one holder before its deadline, also across a
+// recreation. (A process that first sees the bucket after it was created
+// again cannot tell; the old holder then stops at its next renewal, within
+// TTL/3.)
+//
 // # Handover
 //
 // Release (SIGTERM) deletes the key on the holder's revision; the standbys
@@ -81,8 +100,9 @@ type Config struct {
 	// Margin is taken off the TTL for the local deadline [TTL/5].
 	Margin time.Duration
 	Logger *slog.Logger
-	// OnChange is called (from Run's goroutine) when this process becomes
-	// the active replica or stops being it.
+	// OnChange is called (from Run's goroutine, or from Checkpoints.Write's
+	// when it finds that another replica is active) when this process
+	// becomes the active replica or stops being it. It must not block.
 	OnChange func(active bool)
 	// Now is the wall clock of the value's informational times [time.Now].
 	Now func() time.Time
@@ -101,9 +121,15 @@ type Lease struct {
 	mu       sync.Mutex
 	rev      uint64        // the revision this process wrote last; 0 = none
 	deadline time.Duration // on Mono; meaningful while active
-	active   bool
+	active   bool          // holding the key (renewing it)
 	since    time.Time
 	epoch    uint64 // the revision at which the current tenure began
+	// notBefore (on Mono) is when a key held in a bucket created again
+	// makes this process active (see the hold in acquire); announced says
+	// whether OnChange(true) was called for the current tenure.
+	notBefore time.Duration
+	announced bool
+	created   time.Time // the bucket's creation (server clock) when first seen
 
 	wake      chan struct{}
 	firstOnce sync.Once
@@ -133,21 +159,26 @@ func Key(shop, stream string) string {
 	return clean(shop) + "." + clean(stream)
 }
 
-// Bucket returns the lease bucket, creating it with the TTL when missing.
-// An existing bucket keeps its TTL (all replicas of a group must agree on
-// it): the TTL in force is returned and used by New.
-func Bucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.Duration) (jetstream.KeyValue, time.Duration, error) {
+// Bucket returns the lease bucket, creating it with the TTL when missing
+// (and again whenever it is found gone, see bucket.go). An existing bucket
+// keeps its TTL (all replicas of a group must agree on it): the TTL in
+// force is returned and used by New. On a server with per-key TTL markers
+// (NATS 2.11 on) an expiry leaves a delete marker that wakes the standbys;
+// on an older one the bucket is created without them (see Fencing).
+func Bucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.Duration, opts ...BucketOption) (jetstream.KeyValue, time.Duration, error) {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	kv, err := bucket(ctx, js, jetstream.KeyValueConfig{
+	o := options(opts)
+	cfg := jetstream.KeyValueConfig{
 		Bucket:         name,
 		Description:    "orderwatch: which replica of a group is active (key per shop and stream)",
 		History:        1,
 		TTL:            ttl,
 		LimitMarkerTTL: ttl, // expiries become delete markers that the standbys watch
 		Storage:        jetstream.FileStorage,
-	})
+	}
+	kv, err := keyValue(ctx, js, cfg, o)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -158,23 +189,18 @@ func Bucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.D
 	if st.TTL() <= 0 {
 		return nil, 0, fmt.Errorf("lease bucket %s has no TTL: a lease would never expire; delete the bucket (nats kv del %s) and let the watcher create it", name, name)
 	}
-	return kv, st.TTL(), nil
-}
-
-// bucket binds the bucket cfg names, creating it with cfg when missing
-// (another replica may create it at the same moment).
-func bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
+	if st.TTL() != ttl {
+		// Created again when gone with the TTL in force, not this
+		// process's configured one.
+		cfg.TTL, cfg.LimitMarkerTTL = st.TTL(), st.TTL()
+		if kv, err = keyValue(ctx, js, cfg, o); err != nil {
+			return nil, 0, err
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		kv.(healingKV).k.bound = bs.StreamInfo().Created // the bucket New's lease first saw
 	}
-	return kv, nil
+	return kv, st.TTL(), nil
 }
 
 // New returns the lease of this process on kv; ttl is the bucket's.
@@ -199,7 +225,14 @@ func New(kv jetstream.KeyValue, ttl time.Duration, cfg Config) *Lease {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Lease{kv: kv, cfg: cfg, ttl: ttl, nonce: hex.EncodeToString(b[:]), log: log.With("component", "lease"), wake: make(chan struct{}, 1), first: make(chan struct{})}
+	l := &Lease{kv: kv, cfg: cfg, ttl: ttl, nonce: hex.EncodeToString(b[:]), log: log.With("component", "lease"), wake: make(chan struct{}, 1), first: make(chan struct{})}
+	if h, ok := kv.(healingKV); ok {
+		// The bucket as Bucket bound it: one created again after that is
+		// told apart (hold). Another KeyValue: the bucket as first seen
+		// by acquire.
+		l.created = h.k.bound
+	}
+	return l
 }
 
 // TTL is the lease's time to live (the bucket's).
@@ -222,7 +255,8 @@ func (l *Lease) Gate() error {
 func (l *Lease) Active() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.active && l.cfg.Mono() < l.deadline
+	now := l.cfg.Mono()
+	return l.active && now < l.deadline && now >= l.notBefore
 }
 
 // Deadline is the wall-clock time (now + what is left on the monotonic
@@ -231,7 +265,7 @@ func (l *Lease) Active() bool {
 func (l *Lease) Deadline() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.active {
+	if !l.active || l.cfg.Mono() < l.notBefore {
 		return time.Time{}
 	}
 	return l.cfg.Now().Add(l.deadline - l.cfg.Mono())
@@ -246,6 +280,12 @@ func (l *Lease) Epoch() uint64 {
 		return 0
 	}
 	return l.epoch
+}
+
+// Writer names this process's current tenure (the writer of the
+// checkpoints it writes); Epoch 0 when not active.
+func (l *Lease) Writer() Writer {
+	return Writer{Instance: l.cfg.Instance, Nonce: l.nonce, File: l.cfg.File, Epoch: l.Epoch()}
 }
 
 // Decided is closed once Run made its first attempt to acquire the lease:
@@ -324,10 +364,27 @@ func (l *Lease) step(ctx context.Context) time.Duration {
 		l.demote("the lease's deadline passed without a renewal")
 		active = false
 	}
-	if active {
-		return l.renew(ctx, rev)
+	if !active {
+		return l.acquire(ctx, rev)
 	}
-	return l.acquire(ctx, rev)
+	wait := l.renew(ctx, rev)
+	l.mu.Lock()
+	now := l.cfg.Mono()
+	announce := l.active && !l.announced && now >= l.notBefore && now < l.deadline
+	if announce {
+		l.announced = true
+	}
+	if l.active && !l.announced {
+		wait = min(wait, max(l.notBefore-now, 0))
+	}
+	l.mu.Unlock()
+	if announce {
+		l.log.Info("the bucket's earlier holders are past their deadline: this replica is active", "key", l.cfg.Key)
+		if l.cfg.OnChange != nil {
+			l.cfg.OnChange(true)
+		}
+	}
+	return wait
 }
 
 func (l *Lease) renew(ctx context.Context, rev uint64) time.Duration {
@@ -368,6 +425,7 @@ func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
 	defer cancel()
 	var newRev uint64
 	var err error
+	l.sawBucket(ctx)
 	if rev != 0 {
 		// Lapsed locally but maybe still ours on the server: the same
 		// revision means nobody held it in between.
@@ -380,9 +438,15 @@ func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
 	}
 	switch {
 	case err == nil:
+		hold, at := l.hold(rctx, newRev)
 		l.mu.Lock()
 		l.rev, l.deadline, l.active, l.since, l.epoch = newRev, sent+l.ttl-l.cfg.Margin, true, now, newRev
+		l.notBefore, l.announced = at+hold, hold <= 0
 		l.mu.Unlock()
+		if hold > 0 {
+			l.log.Warn("holding the lease of a bucket created again: active once a holder of the bucket before can no longer be", "key", l.cfg.Key, "revision", newRev, "wait", hold.String())
+			return min(l.cfg.Renew, hold)
+		}
 		l.log.Info("holding the lease: this replica is active", "key", l.cfg.Key, "instance", l.cfg.Instance, "revision", newRev, "ttl", l.ttl.String())
 		if l.cfg.OnChange != nil {
 			l.cfg.OnChange(true)
@@ -419,9 +483,87 @@ func (l *Lease) takeOwnStale(ctx context.Context, now time.Time) (uint64, error)
 	return l.kv.Update(ctx, l.cfg.Key, l.value(now), e.Revision())
 }
 
+// sawBucket notes the bucket's creation time the first time it is seen
+// (when Bucket did not): a later one means the bucket was deleted and
+// created again.
+func (l *Lease) sawBucket(ctx context.Context) {
+	l.mu.Lock()
+	seen := !l.created.IsZero()
+	l.mu.Unlock()
+	if seen {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(l.cfg.Renew, 2*time.Second))
+	defer cancel()
+	if created, err := l.bucketCreated(ctx); err == nil {
+		l.mu.Lock()
+		if l.created.IsZero() {
+			l.created = created
+		}
+		l.mu.Unlock()
+	}
+}
+
+func (l *Lease) bucketCreated(ctx context.Context) (time.Time, error) {
+	st, err := l.kv.Status(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	// The status's interface has no creation time; the concrete type of
+	// nats.go has. Without it a recreated bucket goes unnoticed, which is
+	// said loudly (TestLeaseBucketDeletedIsCreatedAgain fails then).
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		err := fmt.Errorf("lease bucket: no creation time in its status (%T)", st)
+		l.log.Error("a lease bucket created again cannot be told from the one before: a holder of the old bucket may overlap with the new one until its next renewal", "err", err)
+		return time.Time{}, err
+	}
+	return bs.StreamInfo().Created, nil
+}
+
+// hold is how long a key just written at revision rev must be held before
+// this process is active, and the moment (Mono) it counts from. A bucket
+// created again after this process first saw it may have been deleted
+// under a holder that still runs on its deadline (at most a TTL after its
+// last renewal, which reached the old bucket before it was deleted, hence
+// before the new one was created): the new holder is active only a TTL
+// after the bucket's creation, both instants stamped by the server, the
+// wait counted from the moment the entry's stamp was read (after it was
+// made). Zero for the bucket this process first saw (a bucket deleted and
+// created again before a process starts is not detected: a holder of the
+// old bucket still running stops at its next renewal, TTL/3 at most).
+func (l *Lease) hold(ctx context.Context, rev uint64) (time.Duration, time.Duration) {
+	l.mu.Lock()
+	first := l.created
+	l.mu.Unlock()
+	created, err := l.bucketCreated(ctx)
+	switch {
+	case err != nil && first.IsZero():
+		return 0, 0
+	case err != nil:
+		return l.ttl, l.cfg.Mono() // cannot tell: a whole TTL
+	case first.IsZero():
+		l.mu.Lock()
+		l.created = created
+		l.mu.Unlock()
+		return 0, 0
+	case created.Equal(first):
+		return 0, 0
+	}
+	e, err := l.kv.Get(ctx, l.cfg.Key)
+	at := l.cfg.Mono()
+	l.mu.Lock()
+	l.created = created
+	l.mu.Unlock()
+	if err != nil || e.Revision() != rev {
+		return l.ttl, at // cannot tell when the entry was stamped: a whole TTL
+	}
+	return created.Add(l.ttl).Sub(e.Created()), at
+}
+
 func (l *Lease) demote(why string) {
 	l.mu.Lock()
-	was := l.active
+	was := l.active && l.announced
 	l.active = false
 	l.mu.Unlock()
 	if !was {
@@ -437,7 +579,7 @@ func (l *Lease) demote(why string) {
 // standby takes over at once. It is a no-op when not held.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
-	rev, active := l.rev, l.active
+	rev, active := l.rev, l.active && l.announced
 	l.active, l.rev = false, 0
 	l.mu.Unlock()
 	if rev == 0 {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -18,15 +17,15 @@ import (
 
 const testTTL = 2 * time.Second
 
-func runServer(t *testing.T) *server.Server { return testnats.Start(t) }
+func runServer(t *testing.T) testnats.Server { return testnats.StartAny(t) }
 
-func bucket(t *testing.T, s *server.Server) (jetstream.KeyValue, time.Duration) {
+func bucket(t *testing.T, s testnats.Server) (jetstream.KeyValue, time.Duration) {
 	kv, ttl, _ := conn(t, s)
 	return kv, ttl
 }
 
 // conn is a connection of its own (one per process) and the lease bucket on it.
-func conn(t *testing.T, s *server.Server) (jetstream.KeyValue, time.Duration, *nats.Conn) {
+func conn(t *testing.T, s testnats.Server) (jetstream.KeyValue, time.Duration, *nats.Conn) {
 	t.Helper()
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {

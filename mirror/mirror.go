@@ -50,13 +50,23 @@ import (
 const RecordName = "replica"
 
 // Record is this replica's position: its state file's random id, the
-// lease tenure it last held, the last stream sequence its snapshot
-// reflects and the dump it loaded last.
+// lease tenure it last held (the lease revision it began at and the
+// holding process's nonce: together they name the writer of that tenure's
+// checkpoints), the last stream sequence its snapshot reflects in which
+// incarnation of the stream, and the dump it loaded last.
 type Record struct {
 	File  string `json:"file"`
 	Epoch uint64 `json:"epoch,omitempty"`
+	Nonce string `json:"nonce,omitempty"`
 	Seq   uint64 `json:"seq,omitempty"`
-	Dump  string `json:"dump,omitempty"`
+	// Stream is the stream's creation time (server clock): a stream
+	// deleted and created again restarts its sequences at 1.
+	Stream time.Time `json:"stream,omitzero"`
+	Dump   string    `json:"dump,omitempty"`
+	// Unproven says why the snapshot may miss events of the group (the
+	// stream was created again, or lost events before this replica read
+	// them); empty once a dump covering the stream was loaded or written.
+	Unproven string `json:"unproven,omitempty"`
 }
 
 // Store is what the mirror needs of the state file (*state.Store).
@@ -102,10 +112,14 @@ type Mirror struct {
 	rec      Record
 	lastDump time.Time // the active's last dump in this tenure
 	dumped   bool
+	dumpedIn time.Time // the stream incarnation (creation) of that dump
+	stream   time.Time // the stream incarnation at the active's last checkpoint
 
 	lag      atomic.Int64 // events behind the stream; -1 unknown
 	caughtAt atomic.Int64 // unix nanos of the last time the mirror had read everything
-	ckptRev  atomic.Uint64
+	// ckpt names the checkpoint applied or written last: its revision
+	// and writer (revisions start at 1 again in a bucket created again).
+	ckpt atomic.Value // string
 }
 
 // New loads (or creates) this replica's record.
@@ -143,6 +157,15 @@ func (m *Mirror) Epoch() uint64 { m.mu.Lock(); defer m.mu.Unlock(); return m.rec
 // Seq is the last stream sequence the snapshot reflects.
 func (m *Mirror) Seq() uint64 { m.mu.Lock(); defer m.mu.Unlock(); return m.rec.Seq }
 
+// Unproven says why this replica cannot prove that its snapshot holds
+// every event of the group ("" when it can): the stream was deleted and
+// created again, or lost events before this replica read them, and no
+// dump of the active covering the stream has been loaded since. A replica
+// that takes over then (Takeover logs it) publishes, for an order changed
+// in the gap, an event whose "before" is its older state. Cleared when
+// such a dump is loaded, or written by this replica as the active.
+func (m *Mirror) Unproven() string { m.mu.Lock(); defer m.mu.Unlock(); return m.rec.Unproven }
+
 // Lag is the number of the group's events in the stream not yet applied
 // (-1 before the mirror first looked).
 func (m *Mirror) Lag() int64 { return m.lag.Load() }
@@ -164,9 +187,9 @@ func (m *Mirror) save(change func(*Record)) error {
 func (m *Mirror) own(name string) bool { return name == RecordName || slices.Contains(m.cfg.Own, name) }
 
 // Activated records the tenure that begins (after the takeover's
-// catch-up).
-func (m *Mirror) Activated(epoch uint64) error {
-	return m.save(func(r *Record) { r.Epoch = epoch; m.dumped = false })
+// catch-up): w is the lease's Writer.
+func (m *Mirror) Activated(w lease.Writer) error {
+	return m.save(func(r *Record) { r.Epoch, r.Nonce = w.Epoch, w.Nonce; m.dumped = false })
 }
 
 // Takeover brings the state file to the group's newest state before this
@@ -183,7 +206,7 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 			return false, err
 		}
 		if cont {
-			return false, m.Activated(l.Epoch())
+			return false, m.Activated(l.Writer())
 		}
 		if err := m.Demoted(ctx); err != nil {
 			return false, err
@@ -192,10 +215,13 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 	if err := m.CatchUp(ctx); err != nil {
 		return false, err
 	}
+	if why := m.Unproven(); why != "" {
+		m.log.Warn("taking over with a snapshot that cannot be proven to hold every event of the group: an order changed in the gap gets an event whose before is this snapshot's state", "why", why)
+	}
 	if _, err := m.ApplyCheckpoint(ctx, true); err != nil {
 		return false, err
 	}
-	if err := m.Activated(l.Epoch()); err != nil {
+	if err := m.Activated(l.Writer()); err != nil {
 		return true, err
 	}
 	// The tenure's first checkpoint, before any call: a replica that was
@@ -204,27 +230,71 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 	return true, err
 }
 
-// Continues says whether the latest checkpoint is this replica's own (or
-// there is none): the state file is then the group's newest, as after the
-// restart of a single replica. Otherwise another replica was active since
-// this one and the state file must be brought to the group's state first
-// (Demoted, CatchUp, ApplyCheckpoint).
+// Continues says whether the state file is provably the group's newest, as
+// after the restart of a single replica: the latest checkpoint was written
+// by this file's last tenure (the same writer: process nonce and lease
+// revision, not the revision alone, which starts at 1 again in a lease
+// bucket created again). Without a checkpoint to tell (none written,
+// deleted, purged, or a value that does not decode) it continues only
+// when the group has nothing newer than the file: no stream event past
+// its sequence in the same stream, no dump it has not seen. Otherwise the
+// state file must be brought to the group's state first (Demoted, CatchUp,
+// ApplyCheckpoint); with no checkpoint, Demoted keeps the file's own
+// bookkeeping and moves its watermark back before any change it undoes.
 func (m *Mirror) Continues(ctx context.Context) (bool, error) {
 	cp, found, err := m.cfg.Checkpoints.Read(ctx)
+	if errors.Is(err, lease.ErrCorrupt) {
+		m.log.Warn("the group's checkpoint does not decode: treated as absent (the takeover's first checkpoint overwrites it)", "err", err)
+		found, err = false, nil
+	}
 	if err != nil {
 		return false, err
 	}
-	return !found || cp.Epoch == m.Epoch(), nil
+	m.mu.Lock()
+	rec := m.rec
+	m.mu.Unlock()
+	if found {
+		w := cp.Writer()
+		return rec.Epoch != 0 && w.Epoch == rec.Epoch && w.Nonce == rec.Nonce && (w.File == "" || w.File == rec.File), nil
+	}
+	return m.nothingNewer(ctx, rec)
+}
+
+// nothingNewer says whether the group holds nothing this state file has
+// not seen: the stream (same incarnation) ends at its sequence and the
+// latest dump, if any, is one it loaded or wrote.
+func (m *Mirror) nothingNewer(ctx context.Context, rec Record) (bool, error) {
+	if rec.Unproven != "" {
+		return false, nil
+	}
+	s, err := m.cfg.JS.Stream(ctx, m.cfg.Stream)
+	if err != nil {
+		return false, fmt.Errorf("stream %s: %w", m.cfg.Stream, err)
+	}
+	info := s.CachedInfo()
+	if (!rec.Stream.IsZero() && !rec.Stream.Equal(info.Created)) || info.State.LastSeq > rec.Seq {
+		return false, nil
+	}
+	newer, err := m.newDump(ctx)
+	return !newer, err
 }
 
 // Demoted undoes the outbox of a replica that is no longer active (or
 // starts as a standby) and rewinds the state file to the group's latest
 // checkpoint; the mirror goes on from that checkpoint's sequence.
+//
+// Without a checkpoint (none, deleted, or undecodable) the file keeps its
+// own bookkeeping, with its watermark moved back before the earliest
+// change it undid: whoever is active next reads those changes again.
 func (m *Mirror) Demoted(ctx context.Context) error {
+	var earliest time.Time
 	n, err := m.cfg.Store.RevertOutbox(func(e state.OutboxEntry) (state.Undo, error) {
 		d, err := diff.DecodeEvent(e.Payload)
 		if err != nil {
 			return state.Undo{}, err
+		}
+		if t := d.After.UpdatedAt.Time; !t.IsZero() && (earliest.IsZero() || t.Before(earliest)) {
+			earliest = t
 		}
 		return state.Undo{ID: d.OrderID, Before: d.Before, After: d.After}, nil
 	})
@@ -234,38 +304,80 @@ func (m *Mirror) Demoted(ctx context.Context) error {
 	if n > 0 {
 		m.log.Info("standby: unpublished events undone in the snapshot; the active replica reads their period again", "events", n)
 	}
-	if _, err := m.ApplyCheckpoint(ctx, true); err != nil {
+	applied, err := m.ApplyCheckpoint(ctx, true)
+	if err != nil {
 		return err
 	}
-	return m.save(func(r *Record) { r.Epoch = 0 })
+	if !applied && n > 0 && !earliest.IsZero() {
+		if err := m.rewind(earliest.Add(-time.Second)); err != nil {
+			return err
+		}
+	}
+	return m.save(func(r *Record) { r.Epoch, r.Nonce = 0, "" })
+}
+
+// rewind moves the state file's own watermark back to w (when ahead).
+func (m *Mirror) rewind(w time.Time) error {
+	own, _, err := m.cfg.Store.Checkpoint()
+	if err != nil || !own.Watermark.After(w) {
+		return err
+	}
+	m.log.Warn("no checkpoint of the group to rewind to: the watermark goes back before the undone changes", "from", own.Watermark, "to", w)
+	own.Watermark = w
+	return m.cfg.Store.RestoreCheckpoint(own, func(string) bool { return true })
 }
 
 // ApplyCheckpoint writes the latest checkpoint into the state file when it
 // is newer than the one applied last (always when force). With force the
 // mirror's position also goes back to the checkpoint's sequence.
+//
+// A checkpoint that does not decode is treated as absent (logged once per
+// revision): it must not stop every takeover; the next active's first
+// checkpoint overwrites it. A checkpoint's sequence of another incarnation
+// of the stream does not move the mirror's position.
 func (m *Mirror) ApplyCheckpoint(ctx context.Context, force bool) (bool, error) {
 	cp, found, err := m.cfg.Checkpoints.Read(ctx)
-	if err != nil || !found {
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
 		return false, err
 	}
-	rev := m.cfg.Checkpoints.Revision()
-	if !force && rev == m.ckptRev.Load() {
+	id := ckptID(m.cfg.Checkpoints.Revision(), cp)
+	if seen, _ := m.ckpt.Load().(string); !force && id == seen {
 		return false, nil
 	}
 	var st state.Checkpoint
-	if err := json.Unmarshal(cp.State, &st); err != nil {
-		return false, fmt.Errorf("checkpoint of %s: %w", cp.Instance, err)
+	if err == nil && found {
+		if jerr := json.Unmarshal(cp.State, &st); jerr != nil {
+			err = fmt.Errorf("checkpoint of %s: %w: %w", cp.Instance, lease.ErrCorrupt, jerr)
+		}
+	}
+	if errors.Is(err, lease.ErrCorrupt) {
+		m.ckpt.Store(id)
+		m.log.Warn("the group's checkpoint does not decode: treated as absent (the next active's first checkpoint overwrites it)", "err", err)
+		return false, nil
+	}
+	if err != nil || !found {
+		return false, err
 	}
 	if err := m.cfg.Store.RestoreCheckpoint(st, m.own); err != nil {
 		return false, err
 	}
-	m.ckptRev.Store(rev)
+	m.ckpt.Store(id)
 	if force {
-		if err := m.save(func(r *Record) { r.Seq = min(r.Seq, cp.Seq) }); err != nil {
+		err := m.save(func(r *Record) {
+			if cp.Stream.IsZero() || r.Stream.IsZero() || cp.Stream.Equal(r.Stream) {
+				r.Seq = min(r.Seq, cp.Seq)
+			}
+		})
+		if err != nil {
 			return false, err
 		}
 	}
 	return true, nil
+}
+
+// ckptID names a checkpoint read at revision rev.
+func ckptID(rev uint64, cp lease.Checkpoint) string {
+	return fmt.Sprintf("%d/%s/%d/%d", rev, cp.Nonce, cp.Epoch, cp.Written.UnixNano())
 }
 
 // Run keeps the state file warm until ctx ends: new dumps loaded, the
@@ -294,12 +406,16 @@ func (m *Mirror) CatchUp(ctx context.Context) error {
 // follow reads the stream from the record's position; once (CatchUp)
 // returns when nothing more is there.
 func (m *Mirror) follow(ctx context.Context, once bool) error {
-	if err := m.loadDump(ctx); err != nil {
-		return err
-	}
 	stream, err := m.cfg.JS.Stream(ctx, m.cfg.Stream)
 	if err != nil {
 		return fmt.Errorf("mirror stream %s: %w", m.cfg.Stream, err)
+	}
+	info := stream.CachedInfo()
+	if err := m.sameStream(info); err != nil {
+		return err
+	}
+	if err := m.loadDump(ctx, info); err != nil {
+		return err
 	}
 	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{m.cfg.SubjectPrefix + ".>"}}
 	if seq := m.Seq(); seq > 0 {
@@ -335,6 +451,11 @@ func (m *Mirror) follow(ctx context.Context, once bool) error {
 			}
 			if newer, err := m.newDump(ctx); err == nil && newer {
 				return nil // follow again from the dump's sequence
+			}
+			// An ordered consumer follows a stream created again from its
+			// old position, skipping the new one's first events.
+			if info, err := stream.Info(ctx); err == nil && m.streamChanged(info) {
+				return nil // follow again: sameStream resets the position
 			}
 		}
 	}
@@ -389,6 +510,48 @@ func (m *Mirror) apply(batch jetstream.MessageBatch) (int, error) {
 	return n, nil
 }
 
+// streamChanged says whether info shows another incarnation of the stream
+// than the one the record's sequence counts in.
+func (m *Mirror) streamChanged(info *jetstream.StreamInfo) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return (!m.rec.Stream.IsZero() && !m.rec.Stream.Equal(info.Created)) || info.State.LastSeq < m.rec.Seq
+}
+
+// sameStream checks the record's position against the stream: a stream
+// deleted and created again (another creation time, or a last sequence
+// below the record's) is read again from its start, and the snapshot is
+// unproven until a dump of the active covers the new stream; events
+// removed from the stream (its limits) before this replica read them
+// leave it unproven as well.
+func (m *Mirror) sameStream(info *jetstream.StreamInfo) error {
+	m.mu.Lock()
+	rec := m.rec
+	m.mu.Unlock()
+	st := info.State
+	var why string
+	switch {
+	case !rec.Stream.IsZero() && !rec.Stream.Equal(info.Created):
+		why = fmt.Sprintf("the stream %s was deleted and created again at %s (this replica had read up to sequence %d of the one created at %s)",
+			m.cfg.Stream, info.Created.Format(time.RFC3339), rec.Seq, rec.Stream.Format(time.RFC3339))
+	case st.LastSeq < rec.Seq:
+		why = fmt.Sprintf("the stream %s was created again: its last sequence is %d, this replica had read up to %d", m.cfg.Stream, st.LastSeq, rec.Seq)
+	}
+	if why != "" {
+		m.log.Warn("standby: "+why+"; reading it again from its start; the snapshot is unproven until the active's next dump", "stream", m.cfg.Stream)
+		return m.save(func(r *Record) { r.Seq, r.Stream, r.Dump, r.Unproven = 0, info.Created, "", why })
+	}
+	if rec.Unproven == "" && st.Msgs > 0 && st.FirstSeq > rec.Seq+1 && rec.Dump != "" {
+		why = fmt.Sprintf("the stream %s removed events %d to %d before this replica read them", m.cfg.Stream, rec.Seq+1, st.FirstSeq-1)
+		m.log.Warn("standby: "+why+"; the snapshot is unproven until the active's next dump", "stream", m.cfg.Stream)
+		return m.save(func(r *Record) { r.Stream, r.Unproven = info.Created, why })
+	}
+	if rec.Stream.IsZero() {
+		return m.save(func(r *Record) { r.Stream = info.Created })
+	}
+	return nil
+}
+
 // newDump says whether the active wrote a dump this replica has not loaded.
 func (m *Mirror) newDump(ctx context.Context) (bool, error) {
 	if m.cfg.Dumps == nil {
@@ -406,8 +569,11 @@ func (m *Mirror) newDump(ctx context.Context) (bool, error) {
 	return info.NUID != m.rec.Dump, nil
 }
 
-// loadDump loads the active's latest dump when this replica has not.
-func (m *Mirror) loadDump(ctx context.Context) error {
+// loadDump loads the active's latest dump when this replica has not. A
+// dump of another incarnation of the stream (info) is noted and not
+// loaded: its sequence means nothing in this stream, and the snapshot may
+// be newer than it.
+func (m *Mirror) loadDump(ctx context.Context, sinfo *jetstream.StreamInfo) error {
 	if newer, err := m.newDump(ctx); err != nil || !newer {
 		return err
 	}
@@ -424,16 +590,29 @@ func (m *Mirror) loadDump(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("snapshot dump without a stream sequence: %w", err)
 	}
+	var in time.Time
+	if s := info.Metadata["stream"]; s != "" {
+		if in, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return fmt.Errorf("snapshot dump with a bad stream creation time: %w", err)
+		}
+	}
 	m.mu.Lock()
 	rec := m.rec
 	m.mu.Unlock()
-	rec.Seq, rec.Dump = seq, info.NUID
+	if (!in.IsZero() && !in.Equal(sinfo.Created)) || (in.IsZero() && rec.Unproven != "") {
+		m.log.Info("standby: the active's snapshot is of an earlier stream; not loaded", "seq", seq, "written", info.ModTime)
+		return m.save(func(r *Record) { r.Dump = info.NUID })
+	}
+	rec.Seq, rec.Dump, rec.Stream = seq, info.NUID, sinfo.Created
+	if sinfo.State.Msgs == 0 || seq+1 >= sinfo.State.FirstSeq {
+		rec.Unproven = "" // the dump and the stream from its sequence hold everything
+	}
 	n, err := m.cfg.Store.LoadOrders(res, state.Record{Name: RecordName, Value: rec})
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.rec.Seq, m.rec.Dump = seq, info.NUID
+	m.rec = rec
 	m.mu.Unlock()
 	m.log.Info("standby: loaded the active's snapshot", "orders", n, "seq", seq, "written", info.ModTime)
 	return nil
@@ -442,15 +621,19 @@ func (m *Mirror) loadDump(ctx context.Context) error {
 // LastSeq is the stream's last sequence (read before a checkpoint or a
 // dump: every event up to it is reflected in the state read after).
 func (m *Mirror) LastSeq(ctx context.Context) (uint64, error) {
+	seq, _, err := m.position(ctx)
+	return seq, err
+}
+
+// position is the stream's last sequence and its creation time (which
+// incarnation of the stream the sequence counts in).
+func (m *Mirror) position(ctx context.Context) (uint64, time.Time, error) {
 	s, err := m.cfg.JS.Stream(ctx, m.cfg.Stream)
 	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", m.cfg.Stream, err)
+		return 0, time.Time{}, fmt.Errorf("stream %s: %w", m.cfg.Stream, err)
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", m.cfg.Stream, err)
-	}
-	return info.State.LastSeq, nil
+	info := s.CachedInfo()
+	return info.State.LastSeq, info.Created, nil
 }
 
 // Committed is the active's step after a verified sweep: a checkpoint
@@ -463,7 +646,7 @@ func (m *Mirror) Committed(ctx context.Context, l *lease.Lease) (bool, error) {
 		return ok, err
 	}
 	m.mu.Lock()
-	due := !m.dumped || time.Since(m.lastDump) >= m.cfg.DumpEvery
+	due := !m.dumped || time.Since(m.lastDump) >= m.cfg.DumpEvery || !m.dumpedIn.Equal(m.stream)
 	m.mu.Unlock()
 	if m.cfg.Dumps != nil && due {
 		if err := m.dump(ctx, l); err != nil && !errors.Is(err, state.ErrNotQuiet) {
@@ -476,7 +659,7 @@ func (m *Mirror) Committed(ctx context.Context, l *lease.Lease) (bool, error) {
 // checkpoint writes a checkpoint when the outbox is empty; false when it
 // is not.
 func (m *Mirror) checkpoint(ctx context.Context, l *lease.Lease) (bool, error) {
-	seq, err := m.LastSeq(ctx)
+	seq, created, err := m.position(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -484,11 +667,20 @@ func (m *Mirror) checkpoint(ctx context.Context, l *lease.Lease) (bool, error) {
 	if err != nil || !quiet {
 		return false, err
 	}
-	if err := m.cfg.Checkpoints.Write(ctx, l, seq, st); err != nil {
+	if err := m.cfg.Checkpoints.WriteAt(ctx, l, seq, created, st); err != nil {
 		return false, err
 	}
-	m.ckptRev.Store(m.cfg.Checkpoints.Revision())
-	return true, m.save(func(r *Record) { r.Seq = max(r.Seq, seq) })
+	m.ckpt.Store(ckptID(m.cfg.Checkpoints.Revision(), m.cfg.Checkpoints.Last()))
+	m.mu.Lock()
+	m.stream = created
+	m.mu.Unlock()
+	return true, m.save(func(r *Record) {
+		if !r.Stream.Equal(created) {
+			r.Seq, r.Stream = seq, created // the stream was created again
+		} else {
+			r.Seq = max(r.Seq, seq)
+		}
+	})
 }
 
 func (m *Mirror) dump(ctx context.Context, l *lease.Lease) error {
@@ -496,7 +688,7 @@ func (m *Mirror) dump(ctx context.Context, l *lease.Lease) error {
 	if err != nil || !st.BaselineDone {
 		return err // no dump during the first sync: nothing worth a standby's while
 	}
-	seq, err := m.LastSeq(ctx)
+	seq, created, err := m.position(ctx)
 	if err != nil {
 		return err
 	}
@@ -510,27 +702,21 @@ func (m *Mirror) dump(ctx context.Context, l *lease.Lease) error {
 	}
 	start := time.Now()
 	info, err := m.cfg.Dumps.Put(ctx, jetstream.ObjectMeta{Name: m.cfg.Key, Description: "orderwatch snapshot of the active replica",
-		Metadata: map[string]string{"seq": strconv.FormatUint(seq, 10), "orders": strconv.Itoa(n), "instance": l.Value().Instance}}, &buf)
+		Metadata: map[string]string{"seq": strconv.FormatUint(seq, 10), "stream": created.Format(time.RFC3339Nano), "orders": strconv.Itoa(n), "instance": l.Value().Instance}}, bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		return fmt.Errorf("snapshot dump: %w", err)
 	}
 	m.mu.Lock()
-	m.dumped, m.lastDump = true, time.Now()
+	m.dumped, m.lastDump, m.dumpedIn = true, time.Now(), created
 	m.mu.Unlock()
 	m.log.Info("snapshot dumped for the standbys", "orders", n, "bytes", info.Size, "seq", seq, "took_ms", time.Since(start).Milliseconds())
-	return m.save(func(r *Record) { r.Dump = info.NUID })
+	return m.save(func(r *Record) { r.Dump, r.Unproven = info.NUID, "" })
 }
 
 // DumpBucket returns the object store of the dumps, creating it when
-// missing.
-func DumpBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.ObjectStore, error) {
-	obs, err := js.ObjectStore(ctx, name)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: name, Description: "orderwatch: the active replica's snapshot for its standbys", Storage: jetstream.FileStorage})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			obs, err = js.ObjectStore(ctx, name)
-		}
-	}
+// missing, and again whenever it is found gone (lease.ObjectStore).
+func DumpBucket(ctx context.Context, js jetstream.JetStream, name string, opts ...lease.BucketOption) (jetstream.ObjectStore, error) {
+	obs, err := lease.ObjectStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: name, Description: "orderwatch: the active replica's snapshot for its standbys", Storage: jetstream.FileStorage}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dump bucket %s: %w", name, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -33,9 +32,9 @@ type replica struct {
 	done  chan struct{}
 }
 
-func runServer(t *testing.T) *server.Server {
+func runServer(t *testing.T) testnats.Server {
 	t.Helper()
-	s := testnats.Start(t)
+	s := testnats.StartAny(t)
 	nc, _ := nats.Connect(s.ClientURL())
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
@@ -45,7 +44,7 @@ func runServer(t *testing.T) *server.Server {
 	return s
 }
 
-func newReplica(t *testing.T, s *server.Server, name string) *replica {
+func newReplica(t *testing.T, s testnats.Server, name string) *replica {
 	t.Helper()
 	st, err := state.Open(filepath.Join(t.TempDir(), name+".db"), state.Options{NoSync: true})
 	if err != nil {
@@ -150,20 +149,7 @@ func TestStandbyFollowsAndTakesOver(t *testing.T) {
 	}
 
 	// a's first sync: 50 orders, silently, then a checkpoint and a dump.
-	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
-	var puts []state.Put
-	for id := int64(1); id <= 50; id++ {
-		puts = append(puts, state.Put{ID: id, State: orderState("5", t0)})
-	}
-	if err := a.store.SetBaseline(t0); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.store.Commit(state.Commit{States: puts, Watermark: &t0, BaselineDone: true}); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
-		t.Fatalf("Committed: %v %v", ok, err)
-	}
+	firstSync(t, a)
 
 	bctx, bstop := context.WithCancel(ctx)
 	bdone := make(chan struct{})
@@ -224,7 +210,7 @@ func TestStandbyFollowsAndTakesOver(t *testing.T) {
 
 // reopen opens r's state file again with a new connection (a restarted
 // process); r's lease has ended.
-func reopen(t *testing.T, s *server.Server, r *replica) *replica {
+func reopen(t *testing.T, s testnats.Server, r *replica) *replica {
 	t.Helper()
 	path := r.store.Path()
 	if err := r.store.Close(); err != nil {

@@ -1,8 +1,9 @@
 // Package plenty is the REST client of the commerce service: login with token
-// reuse and refresh, versioned Accept header, simple and complex order search
-// filters, paginated order search, throttle pacing, retries with backoff and
-// typed errors. It follows the service's documented conventions and the
-// behaviour of real systems described in DESIGN.md.
+// reuse and refresh, versioned Accept header, paginated order search, throttle
+// pacing, retries with backoff and typed errors. It follows the service's
+// documented conventions and the behaviour of real systems described in
+// DESIGN.md. The order model it sends and decodes (orders, filters, queries,
+// pages, the session token) is package plenty/order.
 package plenty
 
 import (
@@ -109,8 +110,12 @@ type Config struct {
 	OnResponse func(CallInfo)    // called after every exchange (metrics)
 	OnLogin    func(LoginResult) // called after every login request (metrics)
 	// OnWait is the default pacer's PacerConfig.OnWait: told of every
-	// change of the pending wait the service asked for (to persist it).
+	// change of the pending wait the service asked for.
 	OnWait func(Wait)
+	// Waits keeps the default pacer's pending wait across restarts
+	// (record "waits", waits.go): restored by New, saved at every change;
+	// nil = in memory only.
+	Waits WaitRecords
 	// OnClockJump is called when a Date header jumps against the
 	// monotonic clock (distrusted) and when a new server clock is
 	// accepted after it kept saying so (metrics); jump is the move
@@ -219,7 +224,14 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Pacer == nil {
 		log := cfg.Logger
-		cfg.Pacer = NewPacer(PacerConfig{Now: cfg.Now, OnBlock: func(until time.Time, why string) { logBlock(log, until, why) }, OnWait: cfg.OnWait})
+		onWait := cfg.OnWait
+		if cfg.Waits != nil {
+			onWait = waitSaver(cfg.Waits, log, onWait)
+		}
+		cfg.Pacer = NewPacer(PacerConfig{Now: cfg.Now, OnBlock: func(until time.Time, why string) { logBlock(log, until, why) }, OnWait: onWait})
+		if cfg.Waits != nil {
+			restoreWaits(cfg.Pacer, cfg.Waits, log)
+		}
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
@@ -252,6 +253,8 @@ type Poller struct {
 	quarantined map[int64]bool // the quarantined orders, read at each sweep's start
 	ev          evidence       // the newest stamp served: the watermark's bound
 	evLoaded    bool           // the clock record was read
+
+	rescan atomic.Pointer[rescanRequest] // a rescan waiting for the end of a sweep (rescan.go)
 }
 
 // bulkCursor is how far keyset paging got in one second.

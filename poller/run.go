@@ -33,8 +33,12 @@ type RunConfig struct {
 	// sweep's own search calls (Stats.Calls).
 	Calls func() int64
 	// OnBudget receives the budget's state after every sweep, and after
-	// the sweep a shutdown cut short (to persist it: record "budget").
+	// the sweep a shutdown cut short.
 	OnBudget func(BudgetState)
+	// Records, when set, keeps the budget across restarts (record
+	// "budget", records.go): a Run without a Budget continues the saved
+	// one, and every state OnBudget receives is saved first.
+	Records Records
 	// Timings sets the settle and overlap of every sweep (the Config's
 	// values are replaced before each one) from the measured late
 	// arrivals; nil: the Config's values stay.
@@ -47,7 +51,9 @@ type RunConfig struct {
 func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 	if rc.Budget == nil {
 		rc.Budget = NewBudget(rc.CallShare)
+		p.restoreBudget(&rc)
 	}
+	rc.OnBudget = p.budgetSaver(rc)
 	throttle := func() plenty.Throttle {
 		if rc.Throttle == nil {
 			return plenty.Throttle{}
@@ -85,6 +91,7 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		started  time.Time
 	}
 	for {
+		p.applyRescan() // between two sweeps (rescan.go)
 		if rc.Timings != nil {
 			// Sweeps run one at a time, in this goroutine: the sweep reads
 			// its settle and overlap from the config.

@@ -136,14 +136,32 @@ func NewTimings(cfg TimingsConfig) *Timings {
 		}
 	}
 	t.rec.Version = timingsVersion
-	t.rec.SettleMs = clampMs(t.rec.SettleMs, SettleFloor, SettleCeiling)
-	t.rec.OverlapMs = clampMs(t.rec.OverlapMs, OverlapFloor, OverlapCeiling)
+	t.rec.clamp()
 	t.in.BeyondOverlap = t.rec.BeyondOverlap
 	t.in.LastProbe = t.rec.Probe
 	t.in.Interval = time.Duration(t.rec.IntervalMs) * time.Millisecond
 	t.in.IntervalSource = t.rec.IntervalSource
 	t.apply()
 	return t
+}
+
+// clamp brings every value of a restored record into its range: a
+// damaged or foreign record (a level of -1e9, lags of a century) must not
+// size a sweep. Settle and overlap go within their floor and ceiling; lags
+// within [0, OverlapCeiling] (no derived value reads more), the newest
+// lagSamples; counts and the reported pace not negative. The times are
+// checked against the sweeps' clock where they are used (Observe: a last
+// change in the future would stop the shrinking for good; ProbeDue: a
+// probe in the future is due).
+func (r *timingsRecord) clamp() {
+	r.SettleMs = clampMs(r.SettleMs, SettleFloor, SettleCeiling)
+	r.OverlapMs = clampMs(r.OverlapMs, OverlapFloor, OverlapCeiling)
+	r.Lags = r.Lags[max(len(r.Lags)-lagSamples, 0):]
+	for i := range r.Lags {
+		r.Lags[i].Ms = clampMs(r.Lags[i].Ms, 0, OverlapCeiling)
+	}
+	r.BeyondOverlap = max(r.BeyondOverlap, 0)
+	r.IntervalMs = max(r.IntervalMs, 0)
 }
 
 func clampMs(ms int64, lo, hi time.Duration) int64 {
@@ -213,6 +231,11 @@ func (t *Timings) Observe(now time.Time, late []time.Duration, settle, overlap t
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	dirty := false
+	if t.rec.Changed.After(now) {
+		// A step in the future (a record of a clock set back, or damaged)
+		// would hold settle and overlap where they are for good.
+		t.rec.Changed, dirty = now, true
+	}
 	inForce := t.in.Overlap
 	for _, d := range late {
 		lag := settle + d

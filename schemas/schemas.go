@@ -136,3 +136,24 @@ func SchemaFiles() ([]string, error) {
 	slices.Sort(names)
 	return names, nil
 }
+
+// Examples returns the "examples" of each event type's schema, as encoded
+// events (one or more per type): complete events as orderwatch emits them,
+// for documentation and for the tests of consumers.
+func Examples() (map[string][]json.RawMessage, error) {
+	out := make(map[string][]json.RawMessage, len(Types))
+	for _, t := range Types {
+		b, err := Files.ReadFile("events/" + t + ".json")
+		if err != nil {
+			return nil, err
+		}
+		var doc struct {
+			Examples []json.RawMessage `json:"examples"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return nil, fmt.Errorf("schema %s: %w", t, err)
+		}
+		out[t] = doc.Examples
+	}
+	return out, nil
+}

@@ -68,6 +68,11 @@ func decideAll(o plenty.Order) []diff.Event {
 	// From a state with absent values (null lock, owner, referrer, createdAt).
 	bare := diff.State{StatusID: plenty.MustDecimal("1"), UpdatedAt: plenty.Time{Time: o.UpdatedAt.Add(-time.Minute)}}
 	add(&bare, diff.Options{EmitUpdated: true})
+
+	// From a state without a status (an entry that had no statusId: subject
+	// token "none", statusId null).
+	nostatus := diff.State{UpdatedAt: plenty.Time{Time: o.UpdatedAt.Add(-time.Minute)}}
+	add(&nostatus, diff.Options{})
 	return evs
 }
 
@@ -88,6 +93,7 @@ func TestDecidedEventsValidate(t *testing.T) {
 			features["null owner"] = features["null owner"] || strings.Contains(s, `"ownerId":null`)
 			features["string status in the order"] = features["string status in the order"] || strings.Contains(s, `"statusId":"5.7"`)
 			features["null lock before"] = features["null lock before"] || strings.Contains(s, `"before":{"statusId":1,"lockStatus":null`)
+			features["null status before"] = features["null status before"] || strings.Contains(s, `"before":{"statusId":null`)
 		}
 	}
 	for _, typ := range Types {
@@ -95,7 +101,7 @@ func TestDecidedEventsValidate(t *testing.T) {
 			t.Errorf("no %s event was produced from the fixtures", typ)
 		}
 	}
-	for _, f := range []string{"decimal status", "PHP zero createdAt", "null createdAt", "null owner", "string status in the order", "null lock before"} {
+	for _, f := range []string{"decimal status", "PHP zero createdAt", "null createdAt", "null owner", "string status in the order", "null lock before", "null status before"} {
 		if !features[f] {
 			t.Errorf("no event covers %s", f)
 		}

@@ -244,3 +244,18 @@ func TestCheckpointQuarantineFitsOneMessage(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint whose quarantine names an id that is no order's (zero or
+// negative: a damaged value) is restored without it, not refused: a
+// takeover must not fail on it.
+func TestCheckpointRestoreSkipsBadQuarantineIDs(t *testing.T) {
+	s := openT(t, tempPath(t), Options{NoSync: true})
+	c := Checkpoint{Quarantine: []Quarantined{{OrderID: -1, Reason: "x"}, {OrderID: 4, Reason: "y"}}, QuarantineIDs: []int64{0, -3, 5}}
+	if err := s.RestoreCheckpoint(c, func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Quarantine()
+	if err != nil || len(got) != 2 || got[0].OrderID != 4 || got[1].OrderID != 5 {
+		t.Fatalf("quarantine after restore = %+v, %v; want orders 4 and 5", got, err)
+	}
+}

@@ -7,17 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/diff"
+	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/publisher"
+	"github.com/orderwatch/orderwatch/replica"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -46,7 +48,7 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "ok   %s\n", okText)
 	}
-	scope, _ := cfg.scope()
+	scope, _ := cfg.ScopeSplit()
 	writeScope(stdout, scope)
 
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -57,7 +59,7 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 		checkRunning(ctx, cfg, stdout, report)
 		fmt.Fprintln(stdout, "WARN password not tried: a watcher runs on this state file, and a login of check's own would open a second session")
 	case err != nil:
-		report(stateOpenError(cfg.StatePath, err), "", "state file (no login without a place to keep the session)")
+		report(pipeline.StateOpenError(cfg.StatePath, err), "", "state file (no login without a place to keep the session)")
 	default:
 		checkService(ctx, cfg, scope, store, stdout, report)
 		if err := store.Close(); err != nil {
@@ -65,16 +67,14 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 	}
 
-	var natsErr lastErr
-	nc, err := publisher.Connect(publisher.ConnConfig{
-		URL: cfg.NATSURL, Name: "orderwatch-check", User: cfg.NATSUser, Password: cfg.NATSPassword, Token: cfg.NATSToken,
-		CredsFile: cfg.NATSCreds, NKeyFile: cfg.NATSNKey, TLSCA: cfg.NATSTLSCA, TLSCert: cfg.NATSTLSCert, TLSKey: cfg.NATSTLSKey,
-		OnConnectError: natsErr.set,
-	})
+	var natsErr atomic.Pointer[string] // why the last attempt to connect failed
+	conn := cfg.NATS("orderwatch-check")
+	conn.OnConnectError = func(err error) { msg := err.Error(); natsErr.Store(&msg) }
+	nc, err := publisher.Connect(conn)
 	if err == nil {
 		defer nc.Close()
-		if err = waitConnected(ctx, nc.IsConnected, 10*time.Second); err != nil && natsErr.get() != "" {
-			err = fmt.Errorf("%w: %s", err, natsErr.get())
+		if err = waitConnected(ctx, nc.IsConnected, 10*time.Second); err != nil && natsErr.Load() != nil {
+			err = fmt.Errorf("%w: %s", err, *natsErr.Load())
 		}
 	}
 	report(err, "connected to NATS at "+publisher.RedactURL(cfg.NATSURL), "NATS at "+publisher.RedactURL(cfg.NATSURL))
@@ -98,7 +98,7 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 				report(err, fmt.Sprintf("stream %s captures %s.> with a duplicate window", cfg.Stream, cfg.SubjectPrefix), "stream "+cfg.Stream)
 			}
 			if cfg.Lease {
-				checkLease(ctx, cfg, nc, stdout) // standby.go
+				checkLease(ctx, cfg, nc, stdout)
 			}
 		}
 	}
@@ -117,7 +117,7 @@ func writeScope(w io.Writer, sp diff.ScopeSplit) {
 		fmt.Fprintln(w, "ok   scope: every order (WATCHER_SCOPE and WATCHER_SCOPE_JSON are empty)")
 		return
 	}
-	sent := scopeSentText(sp)
+	sent := pipeline.ScopeSentText(sp)
 	if sent == "" {
 		sent = "nothing (every order is read)"
 	}
@@ -141,19 +141,15 @@ func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store
 		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
 		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
 		UserAgent: "orderwatch-check/" + version,
-		Tokens:    store, Sessions: store, NoRenew: true, Retry: plenty.RetryConfig{MaxElapsed: 20 * time.Second},
-		OnWait: func(w plenty.Wait) { _ = store.SaveRecord(recordWaits, newWaitsRecord(w)) },
+		Tokens:    store, Sessions: store, Waits: store, NoRenew: true, Retry: plenty.RetryConfig{MaxElapsed: 20 * time.Second},
 	})
 	if err != nil {
 		report(err, "", "client")
 		return
 	}
-	var wr waitsRecord
-	if found, err := store.LoadRecord(recordWaits, &wr); err == nil && found {
-		if w, ok := client.Pacer().Restore(wr.Waits...); ok {
-			fmt.Fprintf(stdout, "WARN login and order search not tried: %s (%s); `watcher run` waits for it too\n", pausedText(w), w.Why)
-			return
-		}
+	if w, ok := client.Pacer().Pending(); ok { // restored from the state file
+		fmt.Fprintf(stdout, "WARN login and order search not tried: %s (%s); `watcher run` waits for it too\n", pipeline.PausedText(w), w.Why)
+		return
 	}
 	err = client.Login(ctx)
 	after, _ := store.LoadToken(ctx)
@@ -200,7 +196,7 @@ func checkRunning(ctx context.Context, cfg *Config, stdout io.Writer, report fun
 		report(nil, "running watcher ready: "+string(bytes.TrimSpace(body)), "")
 	}
 	code, body, err = getLocal(ctx, base, "/state")
-	var rep stateReport
+	var rep pipeline.Report
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("GET /state answered %d: %s", code, bytes.TrimSpace(body))
 	}
@@ -218,41 +214,6 @@ func checkRunning(ctx context.Context, cfg *Config, stdout io.Writer, report fun
 	report(nil, fmt.Sprintf("running watcher's state: watermark %s, %d orders tracked, outbox %d", wm, rep.OrdersTracked, rep.OutboxDepth), "")
 }
 
-// stateOpenError adds what to do to an error opening the state file when
-// its path cannot be used (the default, /var/lib/orderwatch/state.db, is the
-// container's volume and rarely exists elsewhere). When the file exists, it
-// says what the file holds: pointing WATCHER_STATE_PATH elsewhere would
-// leave that behind and start a new first sync.
-func stateOpenError(path string, err error) error {
-	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, state.ErrNotWritable) {
-		return err
-	}
-	if fi, statErr := os.Stat(path); statErr == nil && fi.Mode().IsRegular() {
-		return fmt.Errorf("%w; %s exists and holds %s: make it writable for the watcher rather than setting WATCHER_STATE_PATH to another file, which starts over with a new first sync (orders changed since its watermark are recorded silently, not published), a new login, and leaves any events still in its outbox unpublished",
-			err, path, stateFileContents(path, fi.Size()))
-	}
-	return fmt.Errorf("%w (set WATCHER_STATE_PATH to a file in a writable directory, e.g. WATCHER_STATE_PATH=./orderwatch-state.db outside a container; a new state file starts with a first sync)", err)
-}
-
-// stateFileContents describes what an existing state file holds, as far as
-// it can be read without writing.
-func stateFileContents(path string, size int64) string {
-	s, err := state.Open(path, state.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
-	if err != nil {
-		return fmt.Sprintf("%d bytes (unreadable here: %v)", size, err)
-	}
-	defer s.Close()
-	st, err := s.Stats()
-	if err != nil {
-		return fmt.Sprintf("%d bytes (unreadable here: %v)", size, err)
-	}
-	wm := "none yet"
-	if !st.Watermark.IsZero() {
-		wm = st.Watermark.UTC().Format(time.RFC3339)
-	}
-	return fmt.Sprintf("this watcher's progress (watermark %s, %d orders tracked, %d events not yet published, the session)", wm, st.Orders, st.OutboxDepth)
-}
-
 func waitConnected(ctx context.Context, connected func() bool, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for !connected() {
@@ -268,24 +229,27 @@ func waitConnected(ctx context.Context, connected func() bool, limit time.Durati
 	return nil
 }
 
-// lastErr keeps the text of the latest error a callback reported.
-type lastErr struct{ p atomic.Pointer[string] }
-
-func (l *lastErr) set(err error) {
-	msg := err.Error()
-	l.p.Store(&msg)
-}
-
-func (l *lastErr) get() string {
-	if msg := l.p.Load(); msg != nil {
-		return *msg
-	}
-	return ""
-}
-
 // emptyOutbox lets check use the publisher's stream verification.
 type emptyOutbox struct{}
 
 func (emptyOutbox) Outbox(uint64, int) ([]state.OutboxEntry, error) { return nil, nil }
 func (emptyOutbox) DeleteOutbox(...uint64) error                    { return nil }
 func (emptyOutbox) OutboxDepth() int                                { return 0 }
+
+// checkLease is `watcher check`'s line about the hot-standby group: who
+// holds the lease of this shop and stream. Informational: no replica
+// holding it is a warning (none running, or a takeover under way).
+func checkLease(ctx context.Context, cfg *Config, nc *nats.Conn, w io.Writer) {
+	key := lease.Key(cfg.PlentyURL, cfg.Stream)
+	v, found, exists, err := replica.Holder(ctx, nc, cfg.LeaseBucket, key)
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "WARN lease: %v\n", err)
+	case !exists:
+		fmt.Fprintf(w, "ok   lease: no replica has run yet (bucket %s_lease is created at the first start)\n", cfg.LeaseBucket)
+	case !found:
+		fmt.Fprintf(w, "WARN lease %s: no replica holds it (none running, or a takeover under way)\n", key)
+	default:
+		fmt.Fprintf(w, "ok   lease %s: held by %s (host %s) since %s\n", key, v.Instance, v.Host, v.Since.Format(time.RFC3339))
+	}
+}

@@ -109,18 +109,3 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		})
 	}
 }
-
-func TestConfigScope(t *testing.T) {
-	setBase(t)
-	t.Setenv("WATCHER_SCOPE", "orderTypeId=1&statusId=in:5,6.1")
-	t.Setenv("WATCHER_SCOPE_JSON", `{"conditionType":"or","fields":[{"field":"referrerId","operator":"in","value":[1,4.01]}]}`)
-	c, err := LoadConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, _ := c.scopeFilters()
-	g, _ := c.scopeGroup()
-	if len(fs) != 2 || g == nil || !g.Or || len(g.Fields) != 1 || len(g.Fields[0].Values) != 2 {
-		t.Errorf("scope %v group %+v", fs, g)
-	}
-}

@@ -3,16 +3,20 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
-	"unsafe"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/orderwatch/orderwatch/internal/testnats"
 )
 
 // The Grafana dashboard and the alerting rules the chart ships (one copy
@@ -24,8 +28,8 @@ const (
 
 // TestDashboardAndAlertsUseExportedMetrics: every metric a dashboard query,
 // a dashboard variable or an alert expression names is one the binary's
-// registry exports (newMetrics: its own metrics plus the Go and process
-// collectors), so neither can rot when a metric is renamed or dropped.
+// registry exports (wire: the pipeline's and the hot standby's metrics plus
+// the Go and process collectors), so neither can rot when a metric is renamed or dropped.
 func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	exported := exportedMetricNames(t)
 	used := map[string][]string{} // metric -> where
@@ -76,7 +80,7 @@ func TestPromQLMetricNames(t *testing.T) {
 	}
 }
 
-// exportedMetricNames registers the watcher's metrics (newMetrics) and
+// exportedMetricNames wires a watcher with the hot standby (wire) and
 // returns every series name a scrape can show: each collector's descriptors,
 // with _bucket, _sum and _count for histograms and _sum, _count for
 // summaries (types from a gather, and from the collector for vectors that
@@ -84,8 +88,13 @@ func TestPromQLMetricNames(t *testing.T) {
 func exportedMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recordingRegisterer{Registry: prometheus.NewRegistry()}
-	newMetrics(rec, zeroLiveSources())
-	(&replica{}).register(rec) // the hot standby's (standby.go)
+	cfg := demoConfig("http://127.0.0.1:1", testnats.Start(t).ClientURL(), filepath.Join(t.TempDir(), "state.db"), time.Second)
+	cfg.HTTPAddr, cfg.Lease, cfg.LeaseBucket, cfg.LeaseTTL = "127.0.0.1:0", true, "orderwatch", 9*time.Second
+	w, err := wire(cfg, newLogger(io.Discard, "text", "error"), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
 	kinds := map[string]dto.MetricType{}
 	names := map[string]bool{}
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
@@ -152,30 +161,6 @@ func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
 			panic(err)
 		}
 	}
-}
-
-// zeroLiveSources fills every func of liveSources with one that returns
-// zero values, whatever funcs the struct has (its fields are unexported,
-// hence unsafe), so a scrape works.
-func zeroLiveSources() liveSources {
-	var live liveSources
-	v := reflect.ValueOf(&live).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		f := v.Field(i)
-		if f.Kind() != reflect.Func {
-			continue
-		}
-		f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
-		ft := f.Type()
-		f.Set(reflect.MakeFunc(ft, func([]reflect.Value) []reflect.Value {
-			out := make([]reflect.Value, ft.NumOut())
-			for j := range out {
-				out[j] = reflect.Zero(ft.Out(j))
-			}
-			return out
-		}))
-	}
-	return live
 }
 
 // dashboardQueries returns every PromQL expression of the dashboard (panel

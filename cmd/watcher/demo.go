@@ -82,6 +82,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitFail
 	}
+	defer d.Close() // Run closes it; this when the demo ends before
 
 	fmt.Fprintf(stdout, `orderwatch demo: a simulated shop, NATS and the watcher in one process; nothing leaves this machine.
   shop      %s  (user demo/demo, %d orders, %.3g changes/s)
@@ -89,8 +90,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
   watcher   %s/metrics  %s/readyz  (a sweep every %s)
 Watch with the nats CLI:  nats --server %s sub 'orders.>'
                           nats --server %s stream view ORDERS
+Consume them in Go (docs/consuming.md, examples/), in another terminal of this clone:
+  go run ./examples/since -nats %s -since 1h        # the last hour's events, then exit
+  go run ./examples/durable -nats %s                # a durable consumer: stop it, start it again, nothing is lost
+  go run ./examples/alert-webhook -nats %s -status 7 -webhook <URL>   # one line per order entering status 7
 Events as they happen (Ctrl-C to stop):
-`, simURL, *orders, *rate, natsURL, d.httpURL(), d.httpURL(), *interval, natsURL, natsURL)
+`, simURL, *orders, *rate, natsURL, d.HTTPURL(), d.HTTPURL(), *interval, natsURL, natsURL, natsURL, natsURL, natsURL)
 
 	started := time.Now()
 	tally := &eventTally{orders: map[int64]bool{}}
@@ -107,7 +112,7 @@ Events as they happen (Ctrl-C to stop):
 		defer wg.Done()
 		sim.RunMutator(ctx, plentysim.MutatorConfig{Rate: *rate})
 	}()
-	err = d.run(ctx)
+	err = d.Run(ctx)
 	wg.Wait()
 	drain(sub, 2*time.Second)
 	fmt.Fprintln(stdout, tally.summary(sim.Stats(), time.Since(started)))

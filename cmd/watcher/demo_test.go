@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"github.com/orderwatch/orderwatch/internal/e2e"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -14,9 +15,9 @@ import (
 // TestDemoSummaryOnSignal: stopped with SIGTERM (as with Ctrl-C), the demo
 // ends with a summary line whose counts match what it printed.
 func TestDemoSummaryOnSignal(t *testing.T) {
-	bin := watcherBin(t)
+	bin := e2e.Watcher(t)
 	cmd := exec.Command(bin, "demo", "-rate", "4", "-interval", "1s")
-	cmd.Env = cleanEnv()
+	cmd.Env = e2e.CleanEnv()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -57,6 +58,13 @@ func TestDemoSummaryOnSignal(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("demo after SIGTERM: %v", err)
+	}
+	// The header tells how to consume the events with the examples, against
+	// this demo's NATS.
+	for _, ex := range []string{"since", "durable", "alert-webhook"} {
+		if !regexp.MustCompile(`go run \./examples/` + ex + ` -nats nats://127\.0\.0\.1:\d+`).MatchString(strings.Join(all, "\n")) {
+			t.Errorf("the demo does not say how to run examples/%s against its NATS", ex)
+		}
 	}
 	last := all[len(all)-1]
 	m := regexp.MustCompile(`^summary: (\d+) events printed for (\d+) orders; the watcher made (\d+) calls to the shop \((\d+) logins?\) in \S+$`).FindStringSubmatch(last)

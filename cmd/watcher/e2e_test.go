@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -17,86 +14,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/schemas"
 )
 
-// buildWatcher builds the real binary once per test run.
-var buildWatcher = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "watcher-e2e-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "watcher")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
-func watcherBin(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end: builds and runs the binary")
-	}
-	bin, err := buildWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-func startNATSServer(t *testing.T) *server.Server {
-	t.Helper()
-	return testnats.Start(t)
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func get(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 func TestEndToEnd(t *testing.T) {
-	bin := watcherBin(t)
+	bin := e2e.Watcher(t)
 	sim := plentysim.New(plentysim.Config{Seed: 42})
 	sim.Generate(200, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Minute))
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
-	ns := startNATSServer(t)
-	addr := freePort(t)
+	ns := testnats.Start(t)
+	addr := e2e.FreeAddr(t)
 	passFile := filepath.Join(t.TempDir(), "password")
 	os.WriteFile(passFile, []byte("demo\n"), 0o600)
 
@@ -135,8 +69,8 @@ func TestEndToEnd(t *testing.T) {
 	}()
 
 	base := "http://" + addr
-	waitFor(t, "/readyz", 30*time.Second, func() bool { code, _ := get(base + "/readyz"); return code == 200 })
-	if code, _ := get(base + "/healthz"); code != 200 {
+	e2e.WaitFor(t, "/readyz", 30*time.Second, func() bool { code, _ := e2e.Get(base + "/readyz"); return code == 200 })
+	if code, _ := e2e.Get(base + "/healthz"); code != 200 {
 		t.Errorf("/healthz = %d", code)
 	}
 
@@ -190,11 +124,11 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
-	waitFor(t, "an empty outbox", 10*time.Second, func() bool {
-		_, m := get(base + "/metrics")
+	e2e.WaitFor(t, "an empty outbox", 10*time.Second, func() bool {
+		_, m := e2e.Get(base + "/metrics")
 		return strings.Contains(m, "orderwatch_outbox_depth 0")
 	})
-	_, metrics := get(base + "/metrics")
+	_, metrics := e2e.Get(base + "/metrics")
 	for _, name := range []string{"orderwatch_api_calls_total{code=\"200\",route=\"orders_search\"}", "orderwatch_sweep_duration_seconds_count",
 		"orderwatch_events_total{type=\"order.created\"}", "orderwatch_events_published_total", "orderwatch_outbox_depth 0",
 		"orderwatch_watermark_lag_seconds", "orderwatch_watermark_timestamp_seconds", "orderwatch_nats_connected 1", "orderwatch_state_writable 1", "orderwatch_api_calls_left{period=\"short\"}",
@@ -239,7 +173,7 @@ func keys(m map[string]string) []string {
 }
 
 func TestBadConfigExits2(t *testing.T) {
-	bin := watcherBin(t)
+	bin := e2e.Watcher(t)
 	tests := []struct {
 		env  []string
 		want string
@@ -252,7 +186,7 @@ func TestBadConfigExits2(t *testing.T) {
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(bin, "run")
-		cmd.Env = append(cleanEnv(), tt.env...)
+		cmd.Env = append(e2e.CleanEnv(), tt.env...)
 		out, err := cmd.CombinedOutput()
 		ee, ok := err.(*exec.ExitError)
 		if !ok || ee.ExitCode() != 2 {
@@ -264,24 +198,13 @@ func TestBadConfigExits2(t *testing.T) {
 	}
 }
 
-// cleanEnv is the environment without WATCHER_ variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "WATCHER_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
 // startDemo runs `watcher demo` (a 40 s run at 4 changes/s, a sweep a
 // second) and returns its output lines; the demo is stopped with SIGINT
 // when the test ends.
 func startDemo(t *testing.T) <-chan string {
 	t.Helper()
-	cmd := exec.Command(watcherBin(t), "demo", "-for", "40s", "-rate", "4", "-interval", "1s")
-	cmd.Env = cleanEnv()
+	cmd := exec.Command(e2e.Watcher(t), "demo", "-for", "40s", "-rate", "4", "-interval", "1s")
+	cmd.Env = e2e.CleanEnv()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

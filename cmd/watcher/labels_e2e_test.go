@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/internal/e2e"
+	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/schemas"
 )
@@ -33,7 +35,7 @@ type labelledEvent struct {
 // and reads every event from the stream: each is published, validates, and
 // names exactly the known codes.
 func TestEndToEndLabels(t *testing.T) {
-	bin := watcherBin(t)
+	bin := e2e.Watcher(t)
 	sim := plentysim.New(plentysim.Config{Seed: 42})
 	base := time.Now().Add(-time.Hour)
 	known := sim.AddOrder(plentysim.Order{CreatedAt: base, UpdatedAt: base,
@@ -54,12 +56,12 @@ func TestEndToEndLabels(t *testing.T) {
 	}})
 	absent := sim.AddOrder(plentysim.Order{CreatedAt: base, UpdatedAt: base, Raw: map[string]string{"addresses": "null"}})
 	srv := httpServer(t, sim)
-	ns := startNATSServer(t)
-	addr := freePort(t)
+	ns := testnats.Start(t)
+	addr := e2e.FreeAddr(t)
 
 	// The service's default limits; short delays so the test ends in seconds.
 	cmd := exec.Command(bin, "run")
-	cmd.Env = append(cleanEnv(),
+	cmd.Env = append(e2e.CleanEnv(),
 		"WATCHER_PLENTY_URL="+srv, "WATCHER_PLENTY_USERNAME=demo", "WATCHER_PLENTY_PASSWORD=demo",
 		"WATCHER_NATS_URL="+ns.ClientURL(), "WATCHER_STATE_PATH="+filepath.Join(t.TempDir(), "state.db"),
 		"WATCHER_POLL_INTERVAL=500ms", "WATCHER_SETTLE=1s", "WATCHER_OVERLAP=5s", "WATCHER_HTTP_ADDR="+addr,

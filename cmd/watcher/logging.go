@@ -1,23 +1,15 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
-	"strings"
-)
 
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
-		return 0, fmt.Errorf("want debug, info, warn or error")
-	}
-	return l, nil
-}
+	"github.com/orderwatch/orderwatch/pipeline"
+)
 
 // newLogger builds the process logger: JSON by default, text for humans.
 func newLogger(w io.Writer, format, level string) *slog.Logger {
-	l, _ := parseLevel(level)
+	l, _ := pipeline.ParseLevel(level)
 	opts := &slog.HandlerOptions{Level: l}
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))

@@ -15,6 +15,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/orderwatch/orderwatch/pipeline"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -225,9 +230,28 @@ func runWatcher(ctx context.Context, stderr io.Writer) int {
 		}
 		return exitFail
 	}
-	if err := d.run(ctx); err != nil {
+	if err := d.Run(ctx); err != nil {
 		log.Error("stopped with an error", "err", err)
 		return exitFail
 	}
 	return exitOK
+}
+
+// newDaemon wires the pipeline of `watcher run` and `watcher demo` (package
+// watcher) with the process's metrics registry.
+func newDaemon(cfg *Config, log *slog.Logger) (*pipeline.Watcher, error) {
+	return wire(cfg, log, prometheus.NewRegistry())
+}
+
+// registry is where the metrics are registered and gathered from.
+type registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
+// wire registers the process's own collectors on reg (Go, process and
+// orderwatch_build_info) and builds the pipeline, which adds its own.
+func wire(cfg *Config, log *slog.Logger, reg registry) (*pipeline.Watcher, error) {
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
+	return pipeline.New(cfg, pipeline.Options{Logger: log, Registerer: reg, Gatherer: reg, Version: version})
 }

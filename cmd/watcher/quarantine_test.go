@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -28,12 +29,12 @@ func TestStateReportListsQuarantine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := newStateReport(s, StartFrom{Back: time.Hour})
+	rep, err := pipeline.NewReport(s, StartFrom{Back: time.Hour})
 	if err != nil || len(rep.Quarantine) != 1 || rep.Quarantine[0].OrderID != 4711 || rep.Quarantine[0].Reason != reason {
 		t.Fatalf("report %+v, %v", rep.Quarantine, err)
 	}
 	var text bytes.Buffer
-	printStateReport(&text, rep, at.Add(time.Minute))
+	rep.WriteText(&text, at.Add(time.Minute))
 	if !strings.Contains(text.String(), "quarantined    1") || !strings.Contains(text.String(), "order 4711: "+reason) {
 		t.Errorf("text report:\n%s", text.String())
 	}
@@ -41,7 +42,7 @@ func TestStateReportListsQuarantine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var o orderReport
+	var o pipeline.OrderReport
 	if err := json.Unmarshal(b, &o); err != nil || o.State != nil || o.Quarantine == nil || o.Quarantine.Attempts != 3 {
 		t.Errorf("order report %s: %v", b, err)
 	}

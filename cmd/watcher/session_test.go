@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderwatch/orderwatch/internal/e2e"
+	"github.com/orderwatch/orderwatch/internal/testnats"
+	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -31,8 +34,8 @@ func newSessionEnv(t *testing.T) *sessionEnv {
 	sim.Generate(200, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Minute))
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
-	ns := startNATSServer(t)
-	e := &sessionEnv{sim: sim, statePath: filepath.Join(t.TempDir(), "state.db"), httpAddr: freePort(t)}
+	ns := testnats.Start(t)
+	e := &sessionEnv{sim: sim, statePath: filepath.Join(t.TempDir(), "state.db"), httpAddr: e2e.FreeAddr(t)}
 	unsetWatcherEnv(t)
 	for k, v := range map[string]string{
 		"WATCHER_PLENTY_URL": srv.URL, "WATCHER_PLENTY_USERNAME": "demo", "WATCHER_PLENTY_PASSWORD": "demo",
@@ -107,7 +110,11 @@ func TestCheckSessionReuse(t *testing.T) {
 	// `watcher run` reuses the session check opened.
 	e.startDaemon(t)
 	base := "http://" + e.httpAddr
-	waitFor(t, "the first sweep", 60*time.Second, func() bool { code, _ := get(base + "/readyz"); return code == 200 })
+	// Ready with "ok" once a sweep is verified ("first sync in progress" before).
+	e2e.WaitFor(t, "the first sweep", 60*time.Second, func() bool {
+		code, body := e2e.Get(base + "/readyz")
+		return code == 200 && strings.TrimSpace(body) == "ok"
+	})
 	if n := e.sim.Stats().LoginCalls; n != 1 {
 		t.Errorf("%d logins after check then run on one state file, want 1", n)
 	}
@@ -153,11 +160,15 @@ func TestStateLive(t *testing.T) {
 	token := storedAccessToken(t, e.statePath)
 	e.startDaemon(t)
 	base := "http://" + e.httpAddr
-	waitFor(t, "the first sweep", 60*time.Second, func() bool { code, _ := get(base + "/readyz"); return code == 200 })
+	// Ready with "ok" once a sweep is verified ("first sync in progress" before).
+	e2e.WaitFor(t, "the first sweep", 60*time.Second, func() bool {
+		code, body := e2e.Get(base + "/readyz")
+		return code == 200 && strings.TrimSpace(body) == "ok"
+	})
 	order := e.sim.Orders()[3]
 
-	code, body := get(base + "/state")
-	var rep stateReport
+	code, body := e2e.Get(base + "/state")
+	var rep pipeline.Report
 	if code != 200 || json.Unmarshal([]byte(body), &rep) != nil {
 		t.Fatalf("GET /state = %d %s", code, body)
 	}
@@ -165,7 +176,7 @@ func TestStateLive(t *testing.T) {
 		!rep.FirstSync.Done || rep.FirstSync.Progress != 1 || rep.FileSizeBytes <= 0 || rep.StateFile != e.statePath || rep.SchemaVersion != state.SchemaVersion {
 		t.Errorf("GET /state = %+v", rep)
 	}
-	code, orderBody := get(fmt.Sprintf("%s/state/orders/%d", base, order.ID))
+	code, orderBody := e2e.Get(fmt.Sprintf("%s/state/orders/%d", base, order.ID))
 	var o struct {
 		OrderID int64 `json:"orderId"`
 		State   struct {
@@ -176,16 +187,16 @@ func TestStateLive(t *testing.T) {
 	if code != 200 || json.Unmarshal([]byte(orderBody), &o) != nil || o.OrderID != order.ID || o.State.StatusID.String() != order.StatusID || o.State.UpdatedAt == "" {
 		t.Errorf("GET /state/orders/%d = %d %s; the shop has status %s", order.ID, code, orderBody, order.StatusID)
 	}
-	if code, body := get(base + "/state/orders/999999999"); code != 404 || !strings.Contains(body, "not tracked") {
+	if code, body := e2e.Get(base + "/state/orders/999999999"); code != 404 || !strings.Contains(body, "not tracked") {
 		t.Errorf("GET of an unknown order = %d %s, want 404", code, body)
 	}
-	if code, _ := get(base + "/state/orders/x"); code != 400 {
+	if code, _ := e2e.Get(base + "/state/orders/x"); code != 400 {
 		t.Errorf("GET of a bad order id = %d, want 400", code)
 	}
 	if strings.Contains(body, token) || strings.Contains(orderBody, token) {
 		t.Error("the HTTP state shows the session token")
 	}
-	if _, metrics := get(base + "/metrics"); !strings.Contains(metrics, "orderwatch_build_info{") {
+	if _, metrics := e2e.Get(base + "/metrics"); !strings.Contains(metrics, "orderwatch_build_info{") {
 		t.Error("/metrics lacks orderwatch_build_info")
 	}
 
@@ -201,7 +212,7 @@ func TestStateLive(t *testing.T) {
 	if code, _, errOut := e.state(t, "999999999"); code != exitFail || !strings.Contains(errOut, "not tracked") {
 		t.Errorf("watcher state of an unknown order: exit %d %s", code, errOut)
 	}
-	t.Setenv("WATCHER_HTTP_ADDR", freePort(t))
+	t.Setenv("WATCHER_HTTP_ADDR", e2e.FreeAddr(t))
 	if code, _, errOut := e.state(t); code != exitFail || !strings.Contains(errOut, "WATCHER_HTTP_ADDR") {
 		t.Errorf("watcher state with a wrong address: exit %d %s, want a line naming WATCHER_HTTP_ADDR", code, errOut)
 	}

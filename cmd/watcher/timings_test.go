@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/orderwatch/orderwatch/internal/e2e"
+	"github.com/orderwatch/orderwatch/pipeline"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +22,9 @@ func TestTimingsVisible(t *testing.T) {
 	stop := e.startDaemon(t)
 	base := "http://" + e.httpAddr
 	var m string
-	waitFor(t, "two sweeps", 60*time.Second, func() bool {
-		_, m = get(base + "/metrics")
-		return metricValue(m, `orderwatch_sweeps_total{result="ok"}`) >= 2
+	e2e.WaitFor(t, "two sweeps", 60*time.Second, func() bool {
+		_, m = e2e.Get(base + "/metrics")
+		return e2e.MetricValue(m, `orderwatch_sweeps_total{result="ok"}`) >= 2
 	})
 	for name, want := range map[string]float64{
 		"orderwatch_poll_interval_seconds":                                   2.082,
@@ -34,12 +36,12 @@ func TestTimingsVisible(t *testing.T) {
 		`orderwatch_timing_source_info{source="explicit",timing="interval"}`: 0,
 		"orderwatch_late_arrivals_beyond_overlap_total":                      0,
 	} {
-		if got := metricValue(m, name); got != want {
+		if got := e2e.MetricValue(m, name); got != want {
 			t.Errorf("%s = %v; want %v", name, got, want)
 		}
 	}
-	_, body := get(base + "/state")
-	var rep stateReport
+	_, body := e2e.Get(base + "/state")
+	var rep pipeline.Report
 	if err := json.Unmarshal([]byte(body), &rep); err != nil || rep.Timings == nil || rep.Timings.IntervalSeconds != 2.082 || rep.Timings.IntervalSource != "budget" ||
 		rep.Timings.SettleSeconds != 2 || rep.Timings.OverlapSource != "default" || rep.Timings.LastProbe.IsZero() {
 		t.Errorf("GET /state timings: %s (%v)", body, err)

@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"go/build"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
@@ -977,18 +979,28 @@ func checkTestPod(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulS
 		t.Errorf("test pod runs the watcher (%s %v): watcher check would log in", ctr.Image, ctr.Args)
 	}
 	script := strings.Join(append(slices.Clone(ctr.Command), ctr.Args...), " ")
-	url := fmt.Sprintf("http://%s-metrics.%s.svc:%d", c.fullname, namespace, c.httpPort)
 	env := map[string]string{}
 	for _, e := range ctr.Env {
 		env[e.Name] = e.Value
 	}
-	if env["ORDERWATCH_URL"] != url {
-		t.Errorf("test pod: ORDERWATCH_URL %q, want the metrics Service %q", env["ORDERWATCH_URL"], url)
+	// Every pod, by its own DNS name under the headless Service (a Service
+	// would answer from one pod of its choice: the standby or the active).
+	var urls []string
+	for i := range int(*sts.Spec.Replicas) {
+		urls = append(urls, fmt.Sprintf("http://%s-%d.%s.%s.svc:%d", c.fullname, i, sts.Spec.ServiceName, namespace, c.httpPort))
 	}
-	if m.services[c.fullname+"-metrics"] == nil {
-		t.Errorf("test pod: no Service %s-metrics to reach", c.fullname)
+	if got := strings.Fields(env["ORDERWATCH_URLS"]); !slices.Equal(got, urls) {
+		t.Errorf("test pod: ORDERWATCH_URLS %q, want every pod through the headless Service %q", got, urls)
 	}
-	for _, want := range []string{`"$base/readyz"`, `"$base/metrics"`, "*\"HTTP 200\")", "orderwatch_nats_connected 1", "orderwatch_state_writable 1", `exit "$fail"`} {
+	if h := m.services[sts.Spec.ServiceName]; h == nil || !h.Spec.PublishNotReadyAddresses {
+		t.Errorf("test pod: the headless Service %s must publish the DNS names of unready pods (the test reports why they are not ready)", sts.Spec.ServiceName)
+	}
+	cm := m.configMaps[c.fullname]
+	lease := cm != nil && cm.Data["WATCHER_LEASE"] == "true" && cm.Data["WATCHER_STREAM"] != ""
+	if env["ORDERWATCH_LEASE"] != fmt.Sprint(lease) {
+		t.Errorf("test pod: ORDERWATCH_LEASE %q, want %v (the lease is on: WATCHER_LEASE and a stream)", env["ORDERWATCH_LEASE"], lease)
+	}
+	for _, want := range []string{`"$base/readyz"`, `"$base/metrics"`, "orderwatch_leader", "standby: caught up", "orderwatch_nats_connected 1", "orderwatch_state_writable 1", `exit "$fail"`} {
 		if !strings.Contains(script, want) {
 			t.Errorf("test pod: the script lacks %q:\n%s", want, script)
 		}
@@ -1430,11 +1442,15 @@ func TestValueVariants(t *testing.T) {
 		if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 2 {
 			t.Errorf("replicas %s, want 2", js(sts.Spec.Replicas))
 		}
+		// By default the scheduler must put the two on different nodes: a
+		// preference would let both land on one, and that node's failure
+		// would take the active and its standby together.
 		aff := sts.Spec.Template.Spec.Affinity
-		if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
-			aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != "kubernetes.io/hostname" ||
-			!selector(t, aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.LabelSelector).Matches(labels.Set(sts.Spec.Template.Labels)) {
-			t.Errorf("affinity %s, want a preferred anti-affinity of the watcher pods per node", js(aff))
+		if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 0 ||
+			aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != "kubernetes.io/hostname" ||
+			!selector(t, aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector).Matches(labels.Set(sts.Spec.Template.Labels)) {
+			t.Errorf("affinity %s, want a required anti-affinity of the watcher pods per node by default", js(aff))
 		}
 		if pdb := m.pdbs[release]; pdb == nil || pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) {
 			t.Errorf("PDB %s, want maxUnavailable 1 with two replicas", js(pdb))
@@ -1448,9 +1464,33 @@ func TestValueVariants(t *testing.T) {
 		if id == nil || id.ValueFrom == nil || id.ValueFrom.FieldRef == nil || id.ValueFrom.FieldRef.FieldPath != "metadata.name" {
 			t.Errorf("WATCHER_INSTANCE_ID %s, want the pod name", js(id))
 		}
-		_, sts, _ = render(t, `replicaCount=2`, `standby={"enabled":true,"ttl":"9s","bucket":"orderwatch","podAntiAffinity":"hard"}`)
-		if aff := sts.Spec.Template.Spec.Affinity; aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
-			t.Errorf("hard anti-affinity: %s", js(aff))
+		// helm test checks both pods, not one the metrics Service picks.
+		var urls string
+		if p := m.pods[release+"-test"]; p != nil {
+			for _, e := range p.Spec.Containers[0].Env {
+				if e.Name == "ORDERWATCH_URLS" {
+					urls = e.Value
+				}
+			}
+		}
+		if want := "http://orderwatch-0.orderwatch-headless.orderwatch.svc:9090 http://orderwatch-1.orderwatch-headless.orderwatch.svc:9090"; urls != want {
+			t.Errorf("helm test pod: ORDERWATCH_URLS %q, want %q", urls, want)
+		}
+		_, sts, _ = render(t, `replicaCount=2`, `standby.podAntiAffinity="soft"`)
+		if aff := sts.Spec.Template.Spec.Affinity; aff == nil || aff.PodAntiAffinity == nil ||
+			len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 0 ||
+			len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != "kubernetes.io/hostname" ||
+			!selector(t, aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.LabelSelector).Matches(labels.Set(sts.Spec.Template.Labels)) {
+			t.Errorf("standby.podAntiAffinity=soft: %s, want a preferred anti-affinity per node only", js(aff))
+		}
+		_, sts, _ = render(t, `replicaCount=2`, `standby.podAntiAffinity="none"`)
+		if aff := sts.Spec.Template.Spec.Affinity; aff != nil {
+			t.Errorf("standby.podAntiAffinity=none: affinity %s, want none", js(aff))
+		}
+		_, sts, _ = render(t, `replicaCount=1`, `standby.podAntiAffinity="hard"`)
+		if aff := sts.Spec.Template.Spec.Affinity; aff != nil {
+			t.Errorf("one replica: affinity %s, want none (nothing to keep apart)", js(aff))
 		}
 		_, sts, _ = render(t, `replicaCount=2`, `affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]}]}}}`)
 		if aff := sts.Spec.Template.Spec.Affinity; aff == nil || aff.PodAntiAffinity != nil || aff.NodeAffinity == nil {
@@ -1486,6 +1526,8 @@ func TestSchemaRejects(t *testing.T) {
 		"replicaCount=2,standby.enabled=false",                  // two would both poll and publish
 		"replicaCount=2,stream.name=",                           // the lease needs JetStream
 		"replicaCount=2,persistence.existingClaim=x",            // one volume for two pods
+		"replicaCount=3",                                        // a second standby only mirrors (TestMoreThanTwoReplicas)
+		"replicaCount=6,standby.allowExtraStandbys=true",        // at most 5
 		"standby.podAntiAffinity=maybe",                         // enum
 		"plenty.pasword=typo",                                   // unknown keys are errors, not ignored
 		"log.format=xml",                                        // enum json|text
@@ -1545,6 +1587,8 @@ func TestSchemaRejects(t *testing.T) {
 		"existingSecret.name=creds,plenty.password=", // the password comes from the Secret
 		"networkPolicy.enabled=false",
 		"networkPolicy.from=null", // only the helm test pod
+		"replicaCount=2",
+		"replicaCount=3,standby.allowExtraStandbys=true",
 	} {
 		t.Run("accepts "+set, func(t *testing.T) {
 			args := append(renderArgs(""), "--set", set)
@@ -1552,6 +1596,32 @@ func TestSchemaRejects(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// TestMoreThanTwoReplicas: hot standby means one active pod and one standby.
+// A third pod only mirrors the stream: it adds no second poller, costs a
+// claim, a node (hard anti-affinity) and possibly one of the shop's three
+// sessions, so replicaCount 3 is refused with the reason unless
+// standby.allowExtraStandbys says it is meant.
+func TestMoreThanTwoReplicas(t *testing.T) {
+	needHelm(t)
+	_, err := runHelm(t, append(renderArgs(""), "--set", "replicaCount=3")...)
+	if err == nil {
+		t.Fatal("replicaCount=3 rendered without a word, want a refusal")
+	}
+	for _, want := range []string{"replicaCount is 3", "standby.allowExtraStandbys", "session"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal of replicaCount=3 lacks %q: %v", want, err)
+		}
+	}
+	out, err := runHelm(t, append(renderArgs(""), "--set", "replicaCount=3,standby.allowExtraStandbys=true")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts := parseManifests(t, out).statefulSets[release]
+	if sts == nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas != 3 {
+		t.Fatalf("allowExtraStandbys: StatefulSet %s, want 3 replicas", js(sts))
 	}
 }
 
@@ -1592,9 +1662,12 @@ func TestRequiredValues(t *testing.T) {
 	}
 }
 
-// TestNotes renders templates/NOTES.txt (helm template leaves it out) by
-// wrapping it into a ConfigMap in a copy of the chart.
-func TestNotes(t *testing.T) {
+// notesRenderer renders templates/NOTES.txt (helm template leaves it out)
+// by wrapping it into a ConfigMap in a copy of the chart. The returned
+// function renders it with a values file ("" = the defaults) and --set-json
+// values.
+func notesRenderer(t *testing.T) func(t *testing.T, values string, set ...string) string {
+	t.Helper()
 	needHelm(t)
 	dir := filepath.Join(t.TempDir(), "orderwatch")
 	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
@@ -1611,11 +1684,35 @@ func TestNotes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "templates", "zz-notes.yaml"), []byte(wrapper), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return func(t *testing.T, values string, set ...string) string {
+		t.Helper()
+		args := []string{"template", release, dir, "--namespace", namespace, "--kube-version", kubeVersion, "--show-only", "templates/zz-notes.yaml",
+			"--values", cmp.Or(values, requiredValues)}
+		for _, s := range set {
+			args = append(args, "--set-json", s)
+		}
+		out, err := runHelm(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cm corev1.ConfigMap
+		if err := decodeStrict(out, &cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data["notes"]
+	}
+}
+
+// TestNotes: what NOTES.txt tells after an install.
+func TestNotes(t *testing.T) {
+	notes := notesRenderer(t)
 	for _, c := range []struct {
+		name        string
 		values      string
+		set         []string
 		want, never []string
 	}{
-		{"", []string{
+		{"default", "", nil, []string{
 			"kubectl -n orderwatch logs -f orderwatch-0",
 			"one JSON line per sweep",
 			"port-forward svc/orderwatch-metrics 9090:http",
@@ -1631,11 +1728,11 @@ func TestNotes(t *testing.T) {
 			"never\n   logs in to the service",
 			`"first sync in progress: N%"`,
 		}, []string{"WARNING: persistence.enabled=false", "watcher check", "7. Monitoring", "NOT CONFIGURED", "stop the watcher"}},
-		{"testdata/ephemeral-values.yaml", []string{
+		{"ephemeral", "testdata/ephemeral-values.yaml", nil, []string{
 			"WARNING: persistence.enabled=false",
 			"core NATS, at-most-once",
 		}, []string{"NOT CONFIGURED", "NetworkPolicy"}},
-		{"testdata/full-values.yaml", []string{
+		{"full", "testdata/full-values.yaml", nil, []string{
 			"nats sub 'shop.orders.>'",
 			"nats stream info SHOP_ORDERS",
 			"port-forward svc/orderwatch-metrics 8080:http",
@@ -1643,19 +1740,33 @@ func TestNotes(t *testing.T) {
 			"ConfigMap orderwatch-dashboard in namespace\n   monitoring (for Grafana's dashboard sidecar)",
 			"PrometheusRule orderwatch; each alert links to its runbook section\n   under https://wiki.example/ops/orderwatch-runbook",
 		}, []string{"WARNING", "NOT CONFIGURED", "JSON"}},
+		// Two replicas: the active one is whichever holds the lease (pod 0 is
+		// the standby after a failover), so the NOTES find it first and point
+		// every command at it, never at pod 0.
+		{"two replicas", "", []string{`replicaCount=2`}, []string{
+			"2 pods, orderwatch-0 and orderwatch-1",
+			"pod 0 is not always the active one",
+			`exec "$p" -c watcher -- /watcher state -json`,
+			`active=$(for p in $(kubectl -n orderwatch get pods -l ` + watcherPodSelector + ` -o name); do`,
+			`kubectl -n orderwatch logs -f "$active"`,
+			`port-forward "pod/$active" 9090:http`,
+			`exec "$active" -c watcher -- /watcher state`,
+			"orderwatch_leader",
+			"standby: caught up with the stream; active replica",
+			"stays Pending",
+			"every pod",
+		}, []string{"logs -f orderwatch-0", "exec orderwatch-0", "port-forward svc/", "StatefulSet orderwatch: one pod", "watcher check", "allowExtraStandbys"}},
+		{"two replicas, soft anti-affinity", "", []string{`replicaCount=2`, `standby.podAntiAffinity="soft"`}, []string{
+			"may share a node",
+		}, []string{"stays Pending"}},
+		{"three replicas", "", []string{`replicaCount=3`, `standby.allowExtraStandbys=true`}, []string{
+			"3 pods, orderwatch-0 to orderwatch-2",
+			"2 hot standbys",
+			"standby.allowExtraStandbys",
+		}, []string{"logs -f orderwatch-0"}},
 	} {
-		t.Run(caseName(c.values, "default"), func(t *testing.T) {
-			args := []string{"template", release, dir, "--namespace", namespace, "--kube-version", kubeVersion, "--show-only", "templates/zz-notes.yaml",
-				"--values", cmp.Or(c.values, requiredValues)}
-			out, err := runHelm(t, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var cm corev1.ConfigMap
-			if err := decodeStrict(out, &cm); err != nil {
-				t.Fatal(err)
-			}
-			text := cm.Data["notes"]
+		t.Run(c.name, func(t *testing.T) {
+			text := notes(t, c.values, c.set...)
 			for _, w := range c.want {
 				if !strings.Contains(text, w) {
 					t.Errorf("NOTES lack %q:\n%s", w, text)
@@ -1667,6 +1778,151 @@ func TestNotes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// fakePod is what one watcher pod answers to the helm test: /readyz (code
+// and body) and /metrics (leader "" = no orderwatch_leader: the lease off).
+type fakePod struct {
+	code   int
+	body   string
+	leader string
+	nats   string
+	down   bool // unreachable
+}
+
+var (
+	podActive      = fakePod{code: 200, body: "ok", leader: "1", nats: "1"}
+	podFirstSync   = fakePod{code: 200, body: "first sync in progress: 40%", leader: "1", nats: "1"}
+	podStandby     = fakePod{code: 200, body: "standby: caught up with the stream; active replica orderwatch-0", leader: "0", nats: "1"}
+	podNoHolder    = fakePod{code: 200, body: "standby: caught up with the stream; no replica holds the lease right now", leader: "0", nats: "1"}
+	podBehind      = fakePod{code: 503, body: "standby: behind the stream by 40 events", leader: "0", nats: "1"}
+	podNATSDown    = fakePod{code: 503, body: "NATS not connected", leader: "0", nats: "0"}
+	podSingle      = fakePod{code: 200, body: "ok", nats: "1"}
+	podUnreachable = fakePod{down: true}
+)
+
+// TestHelmTestScript runs the helm test pod's script (rendered with two
+// replicas) with sh and curl against fake watcher pods: it passes with one
+// active pod and ready standbys in any order, and fails when a pod is
+// unready or unreachable, or when not exactly one pod holds the lease.
+func TestHelmTestScript(t *testing.T) {
+	needHelm(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl to run the helm test script with")
+	}
+	out, err := runHelm(t, append(renderArgs(""), "--set", "replicaCount=2", "--show-only", "templates/tests/test-release.yaml")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := decodeStrict(out, &pod); err != nil {
+		t.Fatal(err)
+	}
+	cmd := pod.Spec.Containers[0].Command
+	if len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
+		t.Fatalf("test pod command %q, want /bin/sh -c SCRIPT", cmd)
+	}
+	script := cmd[2]
+	for _, c := range []struct {
+		name  string
+		lease bool
+		pods  []fakePod
+		ok    bool
+		want  []string
+	}{
+		{"active and standby", true, []fakePod{podActive, podStandby}, true, []string{"ok: localhost:", "is the active replica", "is a standby, caught up", "helm test: OK"}},
+		{"after a failover: pod 1 active", true, []fakePod{podStandby, podActive}, true, []string{"helm test: OK"}},
+		{"active in its first sync", true, []fakePod{podStandby, podFirstSync}, true, []string{"first sync in progress: 40%", "helm test: OK"}},
+		{"one replica with the lease", true, []fakePod{podActive}, true, []string{"helm test: OK"}},
+		{"one replica without the lease", false, []fakePod{podSingle}, true, []string{"helm test: OK"}},
+		{"no replica holds the lease", true, []fakePod{podNoHolder, podNoHolder}, false, []string{"no replica holds the lease", "helm test: FAILED"}},
+		{"two replicas report the lease", true, []fakePod{podActive, podActive}, false, []string{"2 replicas report orderwatch_leader 1"}},
+		{"standby behind", true, []fakePod{podActive, podBehind}, false, []string{"standby: behind the stream by 40 events", "/readyz answered 503"}},
+		{"standby without NATS", true, []fakePod{podActive, podNATSDown}, false, []string{"NATS not connected", `want "orderwatch_nats_connected 1"`}},
+		{"a pod unreachable", true, []fakePod{podActive, podUnreachable}, false, []string{"unreachable"}},
+		{"lease on but no leader metric", true, []fakePod{podSingle}, false, []string{"no orderwatch_leader"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var urls []string
+			for _, p := range c.pods {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					switch r.URL.Path {
+					case "/readyz":
+						w.WriteHeader(p.code)
+						fmt.Fprintln(w, p.body)
+					case "/metrics":
+						if p.leader != "" {
+							fmt.Fprintf(w, "# TYPE orderwatch_leader gauge\norderwatch_leader %s\n", p.leader)
+						}
+						fmt.Fprintf(w, "orderwatch_nats_connected %s\norderwatch_state_writable 1\norderwatch_outbox_depth 0\n", p.nats)
+					default:
+						http.NotFound(w, r)
+					}
+				}))
+				if p.down {
+					srv.Close()
+				} else {
+					t.Cleanup(srv.Close)
+				}
+				urls = append(urls, strings.Replace(srv.URL, "127.0.0.1", "localhost", 1))
+			}
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = append(os.Environ(), "ORDERWATCH_URLS="+strings.Join(urls, " "), fmt.Sprintf("ORDERWATCH_LEASE=%v", c.lease),
+				"ORDERWATCH_LEASE_WAIT_SECONDS=0")
+			out, err := cmd.CombinedOutput()
+			t.Logf("%s", out)
+			if ok := err == nil; ok != c.ok {
+				t.Errorf("script passed = %v (%v), want %v:\n%s", ok, err, c.ok, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// watcherPodSelector selects the release's watcher pods (the StatefulSet's
+// selector), as a kubectl -l argument.
+const watcherPodSelector = "app.kubernetes.io/name=orderwatch,app.kubernetes.io/instance=orderwatch,app.kubernetes.io/component=watcher"
+
+// TestNotesFindActive runs the one-liner of the two-replica NOTES that finds
+// the active pod against a fake kubectl: pod 1 holds the lease, pod 0 is the
+// standby (as after a failover), and the line must name pod 1.
+func TestNotesFindActive(t *testing.T) {
+	text := notesRenderer(t)(t, "", `replicaCount=2`)
+	var line string
+	for l := range strings.Lines(text) {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "active=$(") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("NOTES have no line setting active=$(...):\n%s", text)
+	}
+	bin := t.TempDir()
+	fake := `#!/bin/sh
+case "$*" in
+"-n orderwatch get pods -l ` + watcherPodSelector + ` -o name") printf 'pod/orderwatch-0\npod/orderwatch-1\n' ;;
+"-n orderwatch exec pod/orderwatch-0 -c watcher -- /watcher state -json") printf '{\n  "lease": {\n    "instance": "orderwatch-0",\n    "role": "standby",\n    "holder": "orderwatch-1"\n  }\n}\n' ;;
+"-n orderwatch exec pod/orderwatch-1 -c watcher -- /watcher state -json") printf '{\n  "lease": {\n    "instance": "orderwatch-1",\n    "role": "active",\n    "holder": "orderwatch-1"\n  }\n}\n' ;;
+*) echo "fake kubectl: unexpected arguments: $*" >&2; exit 1 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "kubectl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", line+`
+printf '[%s]\n' "$active"`)
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	if !strings.Contains(string(out), "[orderwatch-1]") {
+		t.Errorf("%s\nsets active to something else than orderwatch-1:\n%s", line, out)
 	}
 }
 
@@ -1728,11 +1984,4 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("%q", *s)
-}
-
-func caseName(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return filepath.Base(s)
 }

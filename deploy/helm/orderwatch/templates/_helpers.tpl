@@ -110,6 +110,9 @@ install, upgrade, template or lint stops here with one clear line.
 {{- if and (gt (int .Values.replicaCount) 1) (or (not .Values.standby.enabled) (not .Values.stream.name)) }}
 {{- fail (printf "replicaCount is %d but the hot standby is off (standby.enabled false or stream.name empty): every replica would poll the shop and publish every event" (int .Values.replicaCount)) }}
 {{- end }}
+{{- if and (gt (int .Values.replicaCount) 2) (not .Values.standby.allowExtraStandbys) }}
+{{- fail (printf "replicaCount is %d: hot standby is one active pod and one standby (replicaCount 2). Each further standby only mirrors the stream (no second poller, no faster takeover), needs its own claim and node, and keeps a token for its next tenure: %d replicas may hold all three sessions the shop shares with its other integrations. Set standby.allowExtraStandbys=true if that is meant (e.g. to ride out two node failures)" (int .Values.replicaCount) (int .Values.replicaCount)) }}
+{{- end }}
 {{- if and (gt (int .Values.replicaCount) 1) .Values.persistence.existingClaim }}
 {{- fail "persistence.existingClaim is one volume for one pod: with replicaCount > 1 every pod needs its own (volumeClaimTemplates)" }}
 {{- end }}

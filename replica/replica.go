@@ -1,0 +1,372 @@
+// Package replica is the hot standby of one shop's pipeline (one active
+// replica per shop and stream): over a lease (package lease) it says which
+// process of the group is the active one; the active runs the pipeline's
+// sweep and publish loops, writes a checkpoint after each verified sweep
+// and serves the group's rescan requests; a standby mirrors the stream
+// into its state file (package mirror) and takes over when the lease is
+// free. It knows the pipeline only through Pipeline.
+package replica
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/mirror"
+	"github.com/orderwatch/orderwatch/state"
+)
+
+// Pipeline is what the replica needs of the pipeline it runs.
+type Pipeline interface {
+	// Start runs the sweep and publish loops until ctx ends or stop is
+	// called. stop ends them and, with flush, publishes what is left in
+	// the outbox (bounded); it returns the outbox entries left.
+	Start(ctx context.Context) (stop func(flush bool) int)
+	// Restored rebuilds what reads the state file (the client, the poller,
+	// the timings) after a takeover restored the group's state into it.
+	Restored() error
+	// Rescan asks the sweep to read the period from `from` again between
+	// two sweeps; applied is called once the watermark is rewound.
+	Rescan(from time.Time, applied func())
+}
+
+// Store is what the replica needs of the state file (*state.Store).
+type Store interface {
+	mirror.Store
+	OutboxDepth() int
+	Meta() (state.Meta, error)
+}
+
+var _ Store = (*state.Store)(nil)
+
+// Config configures a Replica.
+type Config struct {
+	NC    *nats.Conn
+	Store Store
+	// EnsureStream binds (or creates) the group's stream before the mirror
+	// reads it (the publisher's).
+	EnsureStream  func(ctx context.Context) error
+	Stream        string
+	SubjectPrefix string
+	// Key is the group's key (lease.Key of the shop and the stream);
+	// Instance and Host name this replica in the lease.
+	Key, Instance, Host string
+	// Bucket is the name prefix of the buckets <Bucket>_lease,
+	// <Bucket>_checkpoint and <Bucket>_snapshot.
+	Bucket string
+	// TTL is the lease's time to live for a bucket this replica creates.
+	TTL time.Duration
+	// Own names the records of this replica's own file a checkpoint never
+	// replaces (mirror.Config.Own).
+	Own []string
+
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // the hot standby's metrics; nil: none
+	Tuning
+}
+
+// Tuning holds the replica's delays; zero values take the defaults in
+// brackets (tests make them short).
+type Tuning struct {
+	Tick           time.Duration // the role loop looks at the lease at least this often [1s]
+	Retry          time.Duration // between attempts to bind the buckets [1s]
+	CheckpointWait time.Duration // a checkpoint waits this long at most for an empty outbox [5s]
+	Renew          time.Duration // between renewals of the lease [TTL/3]
+	Margin         time.Duration // taken off the TTL for the local deadline [TTL/5]
+	TakeoverLimit  time.Duration // bounds one takeover [30s]
+	ReleaseWait    time.Duration // a stop waits this long at most for the release [3s]
+}
+
+func (t *Tuning) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&t.Tick, time.Second)
+	def(&t.Retry, time.Second)
+	def(&t.CheckpointWait, 5*time.Second)
+	def(&t.TakeoverLimit, 30*time.Second)
+	def(&t.ReleaseWait, 3*time.Second)
+}
+
+// Replica is one process's membership of its hot-standby group.
+type Replica struct {
+	cfg Config
+	log *slog.Logger
+
+	lease  atomic.Pointer[lease.Lease]   // nil until NATS answered
+	mirror *mirror.Mirror                // set once by setup, before the lease
+	shown  atomic.Pointer[mirror.Mirror] // the same, for the readiness and the metrics
+	ckpts  *lease.Checkpoints
+
+	changed     chan struct{} // the lease changed hands (cap 1)
+	swept       chan struct{} // a verified sweep committed (cap 1)
+	working     atomic.Bool   // the sweep and publish loops run (active tenure)
+	mirrorAlive atomic.Bool
+	holder      atomic.Value // lease.Value: the holder last seen ("" instance: none)
+	setupErr    atomic.Value // string: why the buckets cannot be reached yet ("" when bound)
+
+	takeovers prometheus.Counter
+	applied   prometheus.Counter
+	rescans   prometheus.Counter
+}
+
+// New returns the replica and registers its metrics; it makes no call to
+// NATS (Run does).
+func New(cfg Config) *Replica {
+	cfg.Tuning.defaults()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Replica{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}, 1), swept: make(chan struct{}, 1)}
+	r.holder.Store(lease.Value{})
+	r.setupErr.Store("")
+	r.register(cfg.Registerer)
+	return r
+}
+
+// Instance is this replica's name in the lease.
+func (r *Replica) Instance() string { return r.cfg.Instance }
+
+// register creates and registers the hot standby's metrics.
+func (r *Replica) register(reg prometheus.Registerer) {
+	r.takeovers = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_takeovers_total", Help: "Times this replica became the active one of its group (the lease acquired).",
+	})
+	r.applied = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_standby_applied_events_total", Help: "Events of the stream a standby applied to its snapshot.",
+	})
+	r.rescans = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_rescan_requests_total", Help: "Rescan requests applied (watcher rescan): the watermark rewound to the requested time.",
+	})
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(r.takeovers, r.applied, r.rescans,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_leader", Help: "1 while this replica holds the lease (the active one), 0 as a standby.",
+		}, func() float64 {
+			if r.Active() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_standby_lag_events", Help: "Events of the group in the stream a standby has not applied yet (0 on the active; -1 unknown).",
+		}, func() float64 {
+			if m := r.shown.Load(); m != nil && !r.Active() {
+				return float64(m.Lag())
+			}
+			return 0
+		}),
+	)
+}
+
+// Active says whether this replica holds the lease now.
+func (r *Replica) Active() bool {
+	l := r.lease.Load()
+	return l != nil && l.Active()
+}
+
+// Working says whether the pipeline's loops run (an active tenure).
+func (r *Replica) Working() bool { return r.working.Load() }
+
+// Gate is the client's and the publisher's Gate: nothing goes to the shop
+// or the stream unless this process holds the lease before its deadline.
+func (r *Replica) Gate() error {
+	l := r.lease.Load()
+	if l == nil {
+		return lease.ErrNotActive
+	}
+	return l.Gate()
+}
+
+// Swept tells the replica that a verified sweep committed (the active
+// writes a checkpoint after it).
+func (r *Replica) Swept() {
+	select {
+	case r.swept <- struct{}{}:
+	default:
+	}
+}
+
+// Status is what the readiness of a standby depends on.
+type Status struct {
+	Working   bool   // the pipeline's loops run: the pipeline's own readiness applies
+	SetupErr  string // why the buckets cannot be used ("" when bound)
+	Mirroring bool   // the mirror runs
+	CaughtUp  bool   // the mirror applied the stream up to 10 s ago
+	Lag       int64  // events not applied yet
+	Holder    string // the instance holding the lease ("" none)
+}
+
+// Status reads the replica's status now.
+func (r *Replica) Status() Status {
+	s := Status{Working: r.working.Load()}
+	s.SetupErr, _ = r.setupErr.Load().(string)
+	if m := r.shown.Load(); m != nil {
+		s.Mirroring = r.mirrorAlive.Load()
+		s.CaughtUp, s.Lag = m.CaughtUp(10*time.Second), m.Lag()
+	}
+	h, _ := r.holder.Load().(lease.Value)
+	s.Holder = h.Instance
+	return s
+}
+
+// Report is the lease in the state report.
+type Report struct {
+	Key       string    `json:"key"`
+	Instance  string    `json:"instance"`         // this replica
+	Role      string    `json:"role"`             // active, standby or starting
+	Holder    string    `json:"holder,omitempty"` // the instance holding the lease
+	HolderAt  string    `json:"holderHost,omitempty"`
+	Since     time.Time `json:"since,omitzero"`    // since when the holder holds it
+	Deadline  time.Time `json:"deadline,omitzero"` // this replica's own (active)
+	LagEvents int64     `json:"standbyLagEvents"`
+	Seq       uint64    `json:"mirroredSeq"`
+}
+
+// Report is the replica's part of the state report.
+func (r *Replica) Report() *Report {
+	rep := &Report{Key: r.cfg.Key, Instance: r.cfg.Instance, Role: "starting"}
+	l := r.lease.Load()
+	if l == nil {
+		return rep
+	}
+	rep.Role = "standby"
+	if l.Active() {
+		rep.Role, rep.Deadline = "active", l.Deadline()
+	}
+	h, _ := r.holder.Load().(lease.Value)
+	rep.Holder, rep.HolderAt, rep.Since = h.Instance, h.Host, h.Since
+	if m := r.shown.Load(); m != nil {
+		rep.LagEvents, rep.Seq = m.Lag(), m.Seq()
+		if rep.Role == "active" {
+			rep.LagEvents = 0
+		}
+	}
+	return rep
+}
+
+// setup creates (or binds) the buckets and the lease, retrying until NATS
+// answers or ctx ends.
+func (r *Replica) setup(ctx context.Context) bool {
+	js, err := jetstream.New(r.cfg.NC, jetstream.WithDefaultTimeout(5*time.Second))
+	if err != nil {
+		r.log.Error("hot standby: JetStream", "err", err)
+		return false
+	}
+	for warned := false; ctx.Err() == nil; warned = true {
+		err := r.bind(ctx, js)
+		if err == nil {
+			r.setupErr.Store("")
+			return true
+		}
+		r.setupErr.Store(err.Error())
+		if !warned {
+			r.log.Warn("hot standby: the lease buckets cannot be reached yet; no call to the shop until this replica holds the lease", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.cfg.Retry):
+		}
+	}
+	return false
+}
+
+func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
+	name := r.cfg.Bucket
+	kv, ttl, err := lease.Bucket(ctx, js, name+"_lease", r.cfg.TTL)
+	if err != nil {
+		return err
+	}
+	ckv, err := lease.CheckpointBucket(ctx, js, name+"_checkpoint")
+	if err != nil {
+		return err
+	}
+	dumps, err := mirror.DumpBucket(ctx, js, name+"_snapshot")
+	if err != nil {
+		return err
+	}
+	if r.cfg.EnsureStream != nil {
+		if err := r.cfg.EnsureStream(ctx); err != nil {
+			return err
+		}
+	}
+	r.ckpts = lease.NewCheckpoints(ckv, r.cfg.Key)
+	r.mirror, err = mirror.New(mirror.Config{
+		JS: js, Stream: r.cfg.Stream, SubjectPrefix: r.cfg.SubjectPrefix, Store: r.cfg.Store,
+		Checkpoints: r.ckpts, Dumps: dumps, Key: r.cfg.Key, Logger: r.log, Own: r.cfg.Own,
+		OnApplied: func(n int) { r.applied.Add(float64(n)) },
+	})
+	if err != nil {
+		return err
+	}
+	l := lease.New(kv, ttl, lease.Config{
+		Key: r.cfg.Key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Logger: r.log,
+		Renew: r.cfg.Renew, Margin: r.cfg.Margin,
+		OnChange: func(bool) {
+			select {
+			case r.changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	r.shown.Store(r.mirror)
+	r.lease.Store(l)
+	r.log.Info("hot standby: lease", "key", r.cfg.Key, "instance", r.cfg.Instance, "ttl", ttl.String(), "bucket", name+"_lease")
+	return nil
+}
+
+// otherHolds says whether another process holds the lease now (false when
+// nobody does or NATS does not answer).
+func (r *Replica) otherHolds(ctx context.Context) bool {
+	l := r.lease.Load()
+	hctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	v, found, err := l.Holder(hctx)
+	return err == nil && found && !l.Mine(v)
+}
+
+// noteHolder reads who holds the lease (for the state report).
+func (r *Replica) noteHolder(ctx context.Context) {
+	l := r.lease.Load()
+	if l == nil {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if v, found, err := l.Holder(hctx); err == nil {
+		if !found {
+			v = lease.Value{}
+		}
+		r.holder.Store(v)
+	}
+}
+
+// Holder says who holds the lease of the group key in the bucket
+// <bucket>_lease (watcher check): found is false when nobody does;
+// exists is false when no replica has run yet (no bucket).
+func Holder(ctx context.Context, nc *nats.Conn, bucket, key string) (v lease.Value, found, exists bool, err error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return v, false, false, err
+	}
+	kv, err := js.KeyValue(ctx, bucket+"_lease")
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return v, false, false, nil
+	}
+	if err != nil {
+		return v, false, false, err
+	}
+	v, found, err = lease.New(kv, time.Second, lease.Config{Key: key}).Holder(ctx)
+	return v, found, true, err
+}

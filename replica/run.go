@@ -1,0 +1,200 @@
+package replica
+
+import (
+	"context"
+	"time"
+)
+
+// role is what runs in this process: the pipeline's loops with the
+// checkpoint loop and the rescan server (active), or the mirror (standby).
+type role struct {
+	stopWork   func(flush bool) int
+	stopCkpt   func()
+	stopRescan func()
+	stopMirror func()
+	// atStart: nothing ran since the process started or since a demotion
+	// while nobody else held the lease: the state file may be the group's
+	// newest (a single replica that lost NATS goes on as after a restart).
+	atStart bool
+}
+
+// Run follows the lease until ctx ends: it runs the pipeline while this
+// replica holds the lease and the mirror while it does not; then it stops
+// what runs (the active flushes its outbox and writes a last checkpoint)
+// and releases the lease. It returns when the shutdown began and the
+// outbox entries left.
+func (r *Replica) Run(ctx context.Context, p Pipeline) (stopAt time.Time, left int) {
+	if !r.setup(ctx) {
+		return time.Now(), r.cfg.Store.OutboxDepth()
+	}
+	l := r.lease.Load()
+	leaseCtx, cancelLease := context.WithCancel(context.WithoutCancel(ctx))
+	leaseDone := make(chan struct{})
+	go func() { defer close(leaseDone); _ = l.Run(leaseCtx) }()
+	select {
+	case <-l.Decided():
+	case <-ctx.Done():
+	}
+	ro := role{atStart: true}
+	tick := time.NewTicker(r.cfg.Tick)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		switch {
+		case l.Active() && ro.stopWork == nil:
+			r.promote(ctx, p, &ro)
+		case !l.Active():
+			r.demote(ctx, &ro)
+		}
+		r.noteHolder(ctx)
+		select {
+		case <-ctx.Done():
+		case <-r.changed:
+		case <-tick.C:
+		}
+	}
+	stopAt = time.Now()
+	left = r.cfg.Store.OutboxDepth()
+	if ro.stopWork != nil {
+		ro.stopRescan()
+		ro.stopCkpt()
+		left = ro.stopWork(true)
+		if left == 0 {
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if _, err := r.mirror.Committed(cctx, l); err != nil {
+				r.log.Warn("the last checkpoint was not written; the standby starts from the one before", "err", err)
+			}
+			cancel()
+		}
+		r.working.Store(false)
+	}
+	if ro.stopMirror != nil {
+		ro.stopMirror()
+	}
+	cancelLease() // releases the lease: a standby takes over at once
+	select {
+	case <-leaseDone:
+	case <-time.After(r.cfg.ReleaseWait):
+	}
+	return stopAt, left
+}
+
+// promote makes this replica, which now holds the lease, the active one:
+// the mirror stops, the state file is brought to the group's state and the
+// pipeline's loops start with the checkpoint loop and the rescan server.
+func (r *Replica) promote(ctx context.Context, p Pipeline, ro *role) {
+	if ro.stopMirror != nil {
+		ro.stopMirror()
+		ro.stopMirror = nil
+	}
+	if err := r.takeover(ctx, p, ro.atStart); err != nil {
+		r.log.Warn("taking over failed; trying again", "err", err)
+		return
+	}
+	ro.atStart = false
+	ro.stopWork, ro.stopCkpt, ro.stopRescan = p.Start(ctx), r.startCheckpoints(ctx), r.serveRescan(p)
+	r.working.Store(true)
+}
+
+// demote stops the pipeline's loops of a replica that lost the lease and
+// runs the mirror once its state file is rewound to the group's checkpoint.
+func (r *Replica) demote(ctx context.Context, ro *role) {
+	if ro.stopWork != nil {
+		r.log.Warn("not the active replica any more: the sweep and publish loops stop")
+		r.working.Store(false)
+		ro.stopRescan()
+		ro.stopCkpt()
+		ro.stopWork(false)
+		ro.stopWork = nil
+		// Its outbox and watermark may be ahead of the group: kept while
+		// nobody else holds the lease (NATS unreachable: a single replica
+		// gets it back and goes on as after a restart), undone once
+		// another replica holds it.
+		ro.atStart = true
+	}
+	if ro.stopMirror != nil {
+		return
+	}
+	if ro.atStart && !r.otherHolds(ctx) {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := r.mirror.Demoted(dctx)
+	cancel()
+	if err != nil {
+		r.log.Warn("standby: rewinding to the group's checkpoint failed; trying again", "err", err)
+		return
+	}
+	ro.atStart = false
+	ro.stopMirror = r.startMirror(ctx)
+}
+
+// takeover prepares this replica, which now holds the lease, to work: the
+// state file brought to the group's state (mirror.Takeover) and, when it
+// was, the pipeline's workers built again from it.
+func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error {
+	l := r.lease.Load()
+	start := time.Now()
+	tctx, cancel := context.WithTimeout(ctx, r.cfg.TakeoverLimit)
+	defer cancel()
+	restored, err := r.mirror.Takeover(tctx, l, atStart)
+	if err != nil {
+		return err
+	}
+	if err := l.Gate(); err != nil {
+		return err
+	}
+	if restored {
+		if err := p.Restored(); err != nil {
+			return err
+		}
+	}
+	r.takeovers.Inc()
+	m, _ := r.cfg.Store.Meta()
+	r.log.Info("active replica: calling the shop", "instance", r.cfg.Instance, "restored_from_group", restored,
+		"watermark", m.Watermark.Format(time.RFC3339), "mirrored_seq", r.mirror.Seq(), "took_ms", time.Since(start).Milliseconds())
+	return nil
+}
+
+// startCheckpoints writes a checkpoint after each verified sweep, once the
+// outbox is empty (within CheckpointWait; else the next sweep's turn).
+func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.swept:
+			}
+			for end := time.Now().Add(r.cfg.CheckpointWait); r.cfg.Store.OutboxDepth() > 0 && time.Now().Before(end) && ctx.Err() == nil; {
+				select {
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if _, err := r.mirror.Committed(ctx, r.lease.Load()); err != nil && ctx.Err() == nil {
+				r.log.Warn("writing the checkpoint failed", "err", err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// startMirror runs the mirror until stop.
+func (r *Replica) startMirror(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	r.mirrorAlive.Store(true)
+	go func() {
+		defer close(done)
+		defer r.mirrorAlive.Store(false)
+		_ = r.mirror.Run(ctx)
+	}()
+	r.log.Info("standby: mirroring the stream; no call to the shop", "from_seq", r.mirror.Seq())
+	return func() { cancel(); <-done }
+}
