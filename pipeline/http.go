@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves /healthz, /readyz, /metrics, /state and
-// /state/orders/{id}.
+// Handler serves /healthz, /readyz, /metrics, /state, /state/orders (a
+// paged listing, see ParseListQuery) and /state/orders/{id}.
 func (w *Watcher) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, r *http.Request) {
@@ -31,6 +32,7 @@ func (w *Watcher) Handler() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.opt.Gatherer, promhttp.HandlerOpts{Registry: w.opt.Registerer}))
 	mux.HandleFunc("GET /state", w.serveStateReport)
+	mux.HandleFunc("GET /state/orders", w.serveOrderList)
 	mux.HandleFunc("GET /state/orders/{id}", w.serveOrderState)
 	return mux
 }
@@ -72,6 +74,21 @@ func (w *Watcher) serveOrderState(rw http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(rw, rep)
 	}
+}
+
+// serveOrderList is GET /state/orders?status=&olderThan=&after=&limit=.
+func (w *Watcher) serveOrderList(rw http.ResponseWriter, r *http.Request) {
+	q, err := ParseListQuery(r.URL.Query(), time.Now())
+	if err != nil {
+		http.Error(rw, err.Error(), http.StatusBadRequest)
+		return
+	}
+	list, err := ListOrders(w.store, q)
+	if err != nil {
+		http.Error(rw, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeJSON(rw, list)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/replica"
 	"github.com/orderwatch/orderwatch/state"
@@ -49,6 +50,9 @@ type FirstSync struct {
 type OrderReport struct {
 	OrderID int64       `json:"orderId"`
 	State   *diff.State `json:"state"` // the shape of an event's data.after; null when never read
+	// StatusSince is when the order entered its status, a lower bound of
+	// its time in it (diff.EnteredStatus); absent when State is null.
+	StatusSince *order.Time `json:"statusSince,omitempty"`
 	// Quarantine is set while the order's entry cannot be decoded.
 	Quarantine *state.Quarantined `json:"quarantine,omitempty"`
 }
@@ -119,6 +123,9 @@ func LookupOrder(s *state.Store, id int64) (OrderReport, bool, error) {
 		return OrderReport{}, false, err
 	}
 	rep := OrderReport{OrderID: id, State: out[0]}
+	if out[0] != nil {
+		rep.StatusSince = new(out[0].Since())
+	}
 	q, found, err := s.QuarantinedOrder(id)
 	if err != nil {
 		return OrderReport{}, false, err

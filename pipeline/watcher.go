@@ -52,6 +52,7 @@ type Watcher struct {
 	pub     *publisher.Publisher
 	rep     *replica.Replica // nil when the hot standby is off
 	metrics *metrics
+	dwell   *dwellCollector // the status metrics (dwell.go)
 	ln      net.Listener
 	reg     *registered // what it registered, unregistered by Close
 	close   sync.Once
@@ -141,6 +142,8 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		return nil, err
 	}
 	m := w.newMetrics() // after the workers: its gauges read them
+	w.dwell = newDwellCollector(w.store, time.Now)
+	w.opt.Registerer.MustRegister(w.dwell)
 	if sent := ScopeSentText(scope); sent != "" || scope.Local != nil {
 		log.Info("scope split", "sent", sent, "evaluated", scope.Local.String())
 	}
@@ -265,6 +268,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 		"stream", cfg.Stream, "state", cfg.StatePath, "http", w.ln.Addr().String(), "interval", durationOrDerived(cfg.PollInterval),
 		"settle", durationOrDerived(cfg.Settle), "overlap", durationOrDerived(cfg.Overlap))
 
+	// The status metrics, from this replica's snapshot whatever its role
+	// (a standby's is mirrored).
+	dctx, dstop := context.WithCancel(ctx)
+	dwellDone := make(chan struct{})
+	go func() { defer close(dwellDone); w.runDwell(dctx) }()
+
 	var start time.Time
 	var left int
 	if w.rep != nil {
@@ -275,6 +284,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 		start = time.Now()
 		left = stop(true)
 	}
+	dstop()
+	<-dwellDone // a scan in hand ends first (well under a second)
 	shutCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutCtx)
