@@ -97,9 +97,9 @@ Commands:
                        only when no watcher runs on the state file (the session is kept there
                        for "watcher run"); otherwise asks the running watcher over HTTP and
                        opens no session. Exit 0 when all is well.
-  state [-json] [ID]   What the state file holds (watermark, baseline, first-sync progress, last
-                       sweep, orders tracked, outbox depth, file size), or the tracked state of
-                       order ID as JSON. Asks the running watcher when it holds the file.
+  state [flags] [ID]   The state file's report (watermark, baseline, first sync, last sweep,
+                       orders, outbox, size), order ID's state, or with -status/-older-than the
+                       orders in a status, as JSON. Asks the watcher that holds the file.
   rescan --from T [--to T]
                        Asks the active replica (through NATS) to read the period from T again
                        against its snapshot and publish only real differences (a repair after

@@ -158,7 +158,7 @@ func TestStateLive(t *testing.T) {
 		t.Fatalf("check: exit %d\n%s", code, out)
 	}
 	token := storedAccessToken(t, e.statePath)
-	e.startDaemon(t)
+	stop := e.startDaemon(t)
 	base := "http://" + e.httpAddr
 	// Ready with "ok" once a sweep is verified ("first sync in progress" before).
 	e2e.WaitFor(t, "the first sweep", 60*time.Second, func() bool {
@@ -212,6 +212,17 @@ func TestStateLive(t *testing.T) {
 	if code, _, errOut := e.state(t, "999999999"); code != exitFail || !strings.Contains(errOut, "not tracked") {
 		t.Errorf("watcher state of an unknown order: exit %d %s", code, errOut)
 	}
+	// A listing of the orders in that order's status, from the running
+	// watcher (GET /state/orders).
+	code, out, errOut = e.state(t, "-status", order.StatusID, "-limit", "10000")
+	if !listed(t, code, out, order.ID) {
+		t.Errorf("watcher state -status %s while the watcher runs: exit %d, order %d not listed\n%s%s", order.StatusID, code, order.ID, out, errOut)
+	}
+	for _, args := range [][]string{{"-status", "x"}, {"-status", order.StatusID, "42"}, {"-limit", "0"}} {
+		if code, _, _ := e.state(t, args...); code != exitConfig {
+			t.Errorf("watcher state %v: exit %d, want %d", args, code, exitConfig)
+		}
+	}
 	t.Setenv("WATCHER_HTTP_ADDR", e2e.FreeAddr(t))
 	if code, _, errOut := e.state(t); code != exitFail || !strings.Contains(errOut, "WATCHER_HTTP_ADDR") {
 		t.Errorf("watcher state with a wrong address: exit %d %s, want a line naming WATCHER_HTTP_ADDR", code, errOut)
@@ -220,6 +231,34 @@ func TestStateLive(t *testing.T) {
 	if code, out, _ := e.state(t, "-json"); code != exitOK || strings.Contains(out, token) || !strings.Contains(out, `"ordersTracked": 200`) {
 		t.Errorf("watcher state -json: exit %d\n%s", code, out)
 	}
+
+	// Once the watcher stopped, the listing comes from the file.
+	stop()
+	code, out, errOut = e.state(t, "-status", order.StatusID, "-limit", "10000")
+	if !listed(t, code, out, order.ID) {
+		t.Errorf("watcher state -status %s from the file: exit %d, order %d not listed\n%s%s", order.StatusID, code, order.ID, out, errOut)
+	}
+}
+
+// listed says whether a `watcher state` listing (exit code, output) ended
+// well and holds order id.
+func listed(t *testing.T, code int, out string, id int64) bool {
+	t.Helper()
+	var list struct {
+		Orders []struct {
+			OrderID     int64  `json:"orderId"`
+			StatusSince string `json:"statusSince"`
+		} `json:"orders"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil {
+		return false
+	}
+	for _, o := range list.Orders {
+		if o.OrderID == id && o.StatusSince != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // TestStateOffline: `watcher state` reads a file no watcher holds, and names

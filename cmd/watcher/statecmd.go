@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/orderwatch/orderwatch/pipeline"
@@ -48,22 +49,49 @@ func getLocal(ctx context.Context, base, path string) (int, []byte, error) {
 }
 
 // runState is `watcher state [-json] [ORDER_ID]`: what the state file holds,
-// or one order's tracked state. When a running watcher holds the file, it
-// asks that watcher over HTTP (WATCHER_HTTP_ADDR).
+// or one order's tracked state, or (-status, -older-than) a page of the
+// orders in a status as GET /state/orders lists them. When a running
+// watcher holds the file, it asks that watcher over HTTP
+// (WATCHER_HTTP_ADDR).
 func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("state", flag.ContinueOnError)
 	asJSON := fl.Bool("json", false, "print the report as JSON (the shape of GET /state)")
+	fl.String("status", "", "list the orders in this status (a number, or none) as JSON, like GET /state/orders")
+	fl.Duration("older-than", 0, "list the orders in their status for longer than this (48h)")
+	fl.Int64("after", 0, "a listing's cursor: the previous page's next")
+	fl.Int("limit", pipeline.DefaultListLimit, "orders per page of a listing (at most 10000)")
 	if code, ok := parseArgs(fl, args, 1, stdout, stderr); !ok {
 		return code
 	}
-	var orderID int64
+	var req stateRequest
 	if fl.NArg() == 1 {
 		id, err := pipeline.ParseOrderID(fl.Arg(0))
 		if err != nil {
 			fmt.Fprintln(stderr, "watcher state:", err)
 			return exitConfig
 		}
-		orderID = id
+		req.orderID = id
+	}
+	// A listing when one of its flags is given, with GET /state/orders's
+	// parameters (checked by the same parser).
+	fl.Visit(func(f *flag.Flag) {
+		name := map[string]string{"status": "status", "older-than": "olderThan", "after": "after", "limit": "limit"}[f.Name]
+		if name != "" {
+			if req.list == nil {
+				req.list = url.Values{}
+			}
+			req.list.Set(name, f.Value.String())
+		}
+	})
+	if req.list != nil {
+		if req.orderID != 0 {
+			fmt.Fprintln(stderr, "watcher state: an order id or a listing (-status, -older-than, -after, -limit), not both")
+			return exitConfig
+		}
+		if _, err := pipeline.ParseListQuery(req.list, time.Now()); err != nil {
+			fmt.Fprintln(stderr, "watcher state:", err)
+			return exitConfig
+		}
 	}
 	for _, l := range unknownVarsText() {
 		fmt.Fprintln(stderr, "watcher state: warning:", l)
@@ -79,9 +107,9 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	switch {
 	case err == nil:
 		defer s.Close()
-		body, err = localState(s, cfg, orderID)
+		body, err = localState(s, cfg, req)
 	case errors.Is(err, state.ErrLocked):
-		body, err = remoteState(ctx, cfg, orderID)
+		body, err = remoteState(ctx, cfg, req)
 	case errors.Is(err, fs.ErrNotExist):
 		err = fmt.Errorf("%w (set WATCHER_STATE_PATH to the watcher's state file)", err)
 	}
@@ -89,7 +117,7 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "watcher state:", err)
 		return exitFail
 	}
-	if orderID != 0 || *asJSON {
+	if req.orderID != 0 || req.list != nil || *asJSON {
 		stdout.Write(body)
 		return exitOK
 	}
@@ -104,16 +132,34 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 var errNotTracked = errors.New("not tracked")
 
-// localState reads the report or an order from the state file, as JSON.
-func localState(s *state.Store, cfg *Config, orderID int64) ([]byte, error) {
+// stateRequest is what `watcher state` asks for: the report (the zero
+// value), one order, or a page of a listing.
+type stateRequest struct {
+	orderID int64
+	list    url.Values // GET /state/orders's parameters; nil: no listing
+}
+
+// localState reads the report, an order or a listing's page from the state
+// file, as JSON.
+func localState(s *state.Store, cfg *Config, req stateRequest) ([]byte, error) {
 	var v any
-	if orderID == 0 {
+	orderID := req.orderID
+	switch {
+	case req.list != nil:
+		q, err := pipeline.ParseListQuery(req.list, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if v, err = pipeline.ListOrders(s, q); err != nil {
+			return nil, err
+		}
+	case orderID == 0:
 		rep, err := pipeline.StoppedReport(s, cfg)
 		if err != nil {
 			return nil, err
 		}
 		v = rep
-	} else {
+	default:
 		rep, ok, err := pipeline.LookupOrder(s, orderID)
 		if err != nil {
 			return nil, err
@@ -128,10 +174,13 @@ func localState(s *state.Store, cfg *Config, orderID int64) ([]byte, error) {
 }
 
 // remoteState asks the watcher that holds the state file.
-func remoteState(ctx context.Context, cfg *Config, orderID int64) ([]byte, error) {
+func remoteState(ctx context.Context, cfg *Config, req stateRequest) ([]byte, error) {
 	base := localURL(cfg.HTTPAddr)
-	path := "/state"
-	if orderID != 0 {
+	path, orderID := "/state", req.orderID
+	switch {
+	case req.list != nil:
+		path = "/state/orders?" + req.list.Encode()
+	case orderID != 0:
 		path = fmt.Sprintf("/state/orders/%d", orderID)
 	}
 	code, body, err := getLocal(ctx, base, path)
