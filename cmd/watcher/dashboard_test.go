@@ -27,7 +27,8 @@ const (
 )
 
 // TestDashboardAndAlertsUseExportedMetrics: every metric a dashboard query,
-// a dashboard variable or an alert expression names is one the binary's
+// a dashboard variable, an alert expression or an example rule of the docs
+// names is one the binary's
 // registry exports (wire: the pipeline's and the hot standby's metrics plus
 // the Go and process collectors), so neither can rot when a metric is renamed or dropped.
 func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
@@ -39,6 +40,11 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 		}
 	}
 	for where, expr := range alertExpressions(t) {
+		for _, name := range promqlMetricNames(t, expr) {
+			used[name] = append(used[name], where)
+		}
+	}
+	for where, expr := range docExampleExpressions(t) {
 		for _, name := range promqlMetricNames(t, expr) {
 			used[name] = append(used[name], where)
 		}
@@ -231,6 +237,37 @@ type dashPanel struct {
 		Expr  string `json:"expr"`
 	} `json:"targets"`
 	Panels []dashPanel `json:"panels"`
+}
+
+// docExampleExpressions returns the one-line expr of every example rule
+// in the docs' YAML blocks (the status dwell alerts are examples, not in
+// alerts.yaml: which status and how long are the shop's to say).
+func docExampleExpressions(t *testing.T) map[string]string {
+	t.Helper()
+	exprs := map[string]string{}
+	exprLine := regexp.MustCompile(`^\s*expr: (.+)$`)
+	for _, doc := range []string{"../../docs/operations.md", "../../docs/consuming.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inYAML := false
+		for i, l := range strings.Split(string(b), "\n") {
+			switch t := strings.TrimSpace(l); {
+			case t == "```yaml":
+				inYAML = true
+			case strings.HasPrefix(t, "```"):
+				inYAML = false
+			}
+			if m := exprLine.FindStringSubmatch(l); inYAML && m != nil {
+				exprs[fmt.Sprintf("example rule %s:%d", doc, i+1)] = m[1]
+			}
+		}
+	}
+	if len(exprs) == 0 {
+		t.Fatal("no example rule found in the docs; is the extraction broken?")
+	}
+	return exprs
 }
 
 // alertExpressions returns the expr of every rule in alerts.yaml. The main
