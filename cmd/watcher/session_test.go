@@ -150,8 +150,8 @@ func storedAccessToken(t *testing.T, path string) string {
 
 // TestStateLive: the HTTP port serves the state report and one order's
 // tracked state as JSON, never the token; `watcher state [ORDER_ID]` shows
-// them from the running watcher while it holds the file, and from the file
-// once it stopped.
+// them from the running watcher while it holds the file, and its listing
+// (-status) from the running watcher and from the file once it stopped.
 func TestStateLive(t *testing.T) {
 	e := newSessionEnv(t)
 	if code, out := e.check(t); code != exitOK { // stores a session (and its token) in the file
