@@ -2,12 +2,9 @@ package mirror_test
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/plenty/order"
@@ -59,8 +56,12 @@ func TestStandbyKnowsWhenOrdersEnteredTheirStatus(t *testing.T) {
 	moved := orderState("6", t1)
 	locked := orderState("5", t1)
 	locked.LockStatus = "permanentlyLocked"
-	publishChange(t, a, diff.StatusChanged, 2, puts[1].State, moved)
-	publishChange(t, a, diff.LockChanged, 3, puts[2].State, locked)
+	// As the active's sweep decides it (diff.Decide); change publishes
+	// each as a status_changed event: the mirror reads only data.after.
+	moved.StatusSince = diff.EnteredStatus(&puts[1].State, moved)
+	locked.StatusSince = diff.EnteredStatus(&puts[2].State, locked)
+	change(t, a, 2, puts[1].State, moved, true)
+	change(t, a, 3, puts[2].State, locked, true)
 
 	waitFor(t, "b to mirror both events", 10*time.Second, func() bool {
 		st2, st3 := lookup(t, b.store, 2), lookup(t, b.store, 3)
@@ -82,30 +83,5 @@ func TestStandbyKnowsWhenOrdersEnteredTheirStatus(t *testing.T) {
 	}
 	if !reflect.DeepEqual(ad, bd) || len(ad) != 2 {
 		t.Errorf("dwell: active %+v, standby %+v", ad, bd)
-	}
-}
-
-// publishChange commits a change of order id on the active as its sweep
-// does (the time it entered its status by diff.EnteredStatus) and
-// publishes the event.
-func publishChange(t *testing.T, r *replica, typ diff.Type, id int64, before, after diff.State) {
-	t.Helper()
-	after.StatusSince = diff.EnteredStatus(&before, after)
-	ev := diff.Event{ID: fmt.Sprintf("ev-%d-%s", id, typ), Type: typ, OrderID: id, Before: &before, After: after, Order: []byte(fmt.Sprintf(`{"id":%d}`, id))}
-	wm := after.UpdatedAt.Time
-	subject := fmt.Sprintf("orders.%s.%d", typ[len("order."):], id)
-	if err := r.store.Commit(state.Commit{States: []state.Put{{ID: id, State: after}},
-		Events: []state.OutboxEntry{{ID: ev.ID, Subject: subject, Payload: diff.Encode(nil, ev, "src")}}, Watermark: &wm}); err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := r.store.Outbox(0, 0)
-	for _, e := range entries {
-		msg := &nats.Msg{Subject: e.Subject, Data: e.Payload, Header: nats.Header{"Nats-Msg-Id": []string{e.ID}}}
-		if _, err := r.js.PublishMsg(context.Background(), msg); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.store.DeleteOutbox(e.Seq); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

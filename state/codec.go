@@ -289,34 +289,26 @@ func (d *decoder) time(nanos bool) time.Time {
 	var ns uint64
 	if nanos {
 		ns = d.uvarint()
-		if d.err == nil && (ns == 0 || ns >= 1e9) {
+		if d.err == nil && ns == 0 {
 			d.fail("nanoseconds out of range")
 		}
 	}
-	if d.err != nil {
-		return time.Time{}
-	}
-	if off < math.MinInt32/60 || off > math.MaxInt32/60 {
-		d.fail("offset out of range")
-		return time.Time{}
-	}
-	t := time.Unix(sec, int64(ns)).In(zone(int(off)))
-	if t.IsZero() {
-		d.fail("zero time flagged as set")
-	}
-	return t
+	return d.instant(sec, off, ns)
 }
 
 // since reads a statusSince: seconds, offset, nanoseconds (0 allowed).
 func (d *decoder) since() time.Time {
 	sec := d.varint()
 	off := d.varint()
-	ns := d.uvarint()
-	if d.err != nil {
-		return time.Time{}
-	}
-	if ns >= 1e9 {
+	return d.instant(sec, off, d.uvarint())
+}
+
+// instant checks and builds a time read by time or since.
+func (d *decoder) instant(sec, off int64, ns uint64) time.Time {
+	if d.err == nil && ns >= 1e9 {
 		d.fail("nanoseconds out of range")
+	}
+	if d.err != nil {
 		return time.Time{}
 	}
 	if off < math.MinInt32/60 || off > math.MaxInt32/60 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -224,7 +225,7 @@ func TestListOrders(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, sizes := all(tc.f, tc.limit)
-			if !equalInts(got, tc.want) || !equalInts(sizes, tc.sizes) {
+			if !slices.Equal(got, tc.want) || !slices.Equal(sizes, tc.sizes) {
 				t.Errorf("ids %v in pages %v, want %v in %v", got, sizes, tc.want, tc.sizes)
 			}
 		})
@@ -262,16 +263,4 @@ func TestListOrdersScanBound(t *testing.T) {
 	if err != nil || len(page) != 1 || page[0].ID != n+1 || next != 0 {
 		t.Fatalf("second call: %+v, next %d, %v; want order %d and the end", page, next, err, n+1)
 	}
-}
-
-func equalInts[T int | int64](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
