@@ -1,0 +1,105 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/plentysim"
+)
+
+// TestFreshnessHostile measures detection latency, calls and 429s of the
+// real binary under the conditions of issue 27: tight short periods,
+// garbage answers, changes while paging, and a busy shop at the default
+// configuration. One condition takes two to three minutes:
+//
+//	go test ./cmd/watcher -run 'TestFreshnessHostile/tight_12_per_15s' -freshness -v
+//
+// FRESHNESS_MEASURE (a duration) replaces the condition's measuring time.
+func TestFreshnessHostile(t *testing.T) {
+	if !*freshness {
+		t.Skip("set -freshness to measure (minutes)")
+	}
+	tuned := realEnv // interval 1 s, settle 2 s, overlap 3 s, share 0.25
+	for _, tc := range []struct {
+		name     string
+		limits   plentysim.Limits
+		faults   plentysim.Faults
+		env      []string
+		defaults bool // the default configuration (no timing set)
+		orders   int
+		rate     float64 // changes a second, each a distinct order
+		measure  time.Duration
+	}{
+		{name: "tight 12 per 15s", limits: plentysim.Limits{ShortLimit: 12, ShortPeriod: 15 * time.Second}, env: tuned, rate: 5},
+		{name: "short 30 per 60s", limits: plentysim.Limits{ShortLimit: 30, ShortPeriod: 60 * time.Second}, env: tuned, rate: 5},
+		{name: "short 200 per 20s", env: tuned, rate: 5},
+		{name: "garbage 10 percent pages of 20", faults: plentysim.Faults{ServerErrorRate: 0.025, HTMLRate: 0.025, TruncateRate: 0.025, GarbageRate: 0.025},
+			env: append([]string{"WATCHER_ITEMS_PER_PAGE=20"}, tuned...), rate: 5},
+		{name: "churn pages of 10", faults: plentysim.Faults{Latency: 150 * time.Millisecond, ChangeWhilePaging: 0.5},
+			env: append([]string{"WATCHER_ITEMS_PER_PAGE=10"}, tuned...), rate: 6},
+		{name: "busy defaults", defaults: true, orders: 2000, rate: 20, measure: 90 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFaultEnv(t, plentysim.Config{Limits: realLimits}, tc.env...)
+			if tc.defaults {
+				f.withDefaults()
+			}
+			orders := tc.orders
+			if orders == 0 {
+				orders = 3000
+			}
+			pool := f.addOrders(orders-300, time.Now().Add(-47*time.Hour), time.Now().Add(-time.Hour))
+			f.start()
+			waitSynced(t, f.addr)
+			// The condition starts after the first sync.
+			limits := tc.limits
+			limits.LongLimit = realLimits.LongLimit
+			f.sim.SetLimits(limits)
+			if tc.limits.ShortPeriod > 0 {
+				// The running period keeps its count: lowered limits can
+				// refuse a call or two until it ends. Measured from the next.
+				time.Sleep(tc.limits.ShortPeriod + 2*time.Second)
+			}
+			f.sim.SetFaults(tc.faults)
+			measure := tc.measure
+			if measure == 0 {
+				measure = 60 * time.Second
+			}
+			if d, err := time.ParseDuration(os.Getenv("FRESHNESS_MEASURE")); err == nil && d > 0 {
+				measure = d
+			}
+			before := f.sim.Stats()
+			start := time.Now()
+			p50, p99, n, missed := measureLatency(t, f, pool, tc.rate, measure) // waits 30 s after the last change
+			took := time.Since(start)
+			after := f.sim.Stats()
+			// No stall: after the changes stop, the sweeps reach past the
+			// last one (quiesce fails the test after 60 s).
+			f.sim.SetFaults(plentysim.Faults{})
+			q := time.Now()
+			f.quiesce()
+			searches := after.SearchCalls - before.SearchCalls
+			_, m := get("http://" + f.addr + "/metrics")
+			t.Logf("RESULT %s: %g changes/s for %v: %d changes, p50 %v, p99 %v, %d without an event after 30 s; %d searches in %v = %.0f a day, %.2f per change; %d 429s, %d calls while blocked; caught up %v after the faults ended; in force: interval %gs, settle %gs, overlap %gs; %g rescans, %g sweep errors",
+				tc.name, tc.rate, measure, n, p50.Round(10*time.Millisecond), p99.Round(10*time.Millisecond), missed,
+				searches, took.Round(time.Second), float64(searches)/took.Seconds()*86400, float64(searches)/float64(max(n, 1)),
+				after.Throttled429-before.Throttled429, after.CallsWhileBlocked-before.CallsWhileBlocked, time.Since(q).Round(100*time.Millisecond),
+				metricValue(m, "orderwatch_poll_interval_seconds"), metricValue(m, "orderwatch_settle_seconds"), metricValue(m, "orderwatch_overlap_seconds"),
+				metricValue(m, "orderwatch_rescans_total"), metricValue(m, `orderwatch_sweeps_total{result="error"}`))
+			if testing.Verbose() {
+				f.mu.Lock()
+				t.Logf("watcher warnings and errors:\n%s", tail(grepLevel(f.logs.String()), 3000))
+				if os.Getenv("FRESHNESS_SWEEPS") != "" {
+					t.Logf("sweeps:\n%s", tail(f.logs.String(), 20000))
+				}
+				f.mu.Unlock()
+			}
+			f.check()
+			if !strings.Contains(m, "orderwatch_outbox_depth 0") {
+				t.Error("the outbox is not empty at the end")
+			}
+		})
+	}
+}
