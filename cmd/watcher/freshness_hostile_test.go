@@ -72,6 +72,8 @@ func TestFreshnessHostile(t *testing.T) {
 			}
 			before := f.sim.Stats()
 			start := time.Now()
+			during := make(chan int, 1) // searches while the changes are made
+			go func() { time.Sleep(measure); during <- f.sim.Stats().SearchCalls - before.SearchCalls }()
 			p50, p99, n, missed := measureLatency(t, f, pool, tc.rate, measure) // waits 30 s after the last change
 			took := time.Since(start)
 			after := f.sim.Stats()
@@ -81,10 +83,11 @@ func TestFreshnessHostile(t *testing.T) {
 			q := time.Now()
 			f.quiesce()
 			searches := after.SearchCalls - before.SearchCalls
+			changing := <-during
 			_, m := get("http://" + f.addr + "/metrics")
-			t.Logf("RESULT %s: %g changes/s for %v: %d changes, p50 %v, p99 %v, %d without an event after 30 s; %d searches in %v = %.0f a day, %.2f per change; %d 429s, %d calls while blocked; caught up %v after the faults ended; in force: interval %gs, settle %gs, overlap %gs; %g rescans, %g sweep errors",
+			t.Logf("RESULT %s: %g changes/s for %v: %d changes, p50 %v, p99 %v, %d without an event after 30 s; %d searches while changing = %.0f a day; %d searches in %v with the 30 s after = %.0f a day, %.2f per change; %d 429s, %d calls while blocked; caught up %v after the faults ended; in force: interval %gs, settle %gs, overlap %gs; %g rescans, %g sweep errors",
 				tc.name, tc.rate, measure, n, p50.Round(10*time.Millisecond), p99.Round(10*time.Millisecond), missed,
-				searches, took.Round(time.Second), float64(searches)/took.Seconds()*86400, float64(searches)/float64(max(n, 1)),
+				changing, float64(changing)/measure.Seconds()*86400, searches, took.Round(time.Second), float64(searches)/took.Seconds()*86400, float64(searches)/float64(max(n, 1)),
 				after.Throttled429-before.Throttled429, after.CallsWhileBlocked-before.CallsWhileBlocked, time.Since(q).Round(100*time.Millisecond),
 				metricValue(m, "orderwatch_poll_interval_seconds"), metricValue(m, "orderwatch_settle_seconds"), metricValue(m, "orderwatch_overlap_seconds"),
 				metricValue(m, "orderwatch_rescans_total"), metricValue(m, `orderwatch_sweeps_total{result="error"}`))
