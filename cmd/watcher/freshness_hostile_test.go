@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plentysim"
+	"github.com/orderwatch/orderwatch/poller"
+	"github.com/orderwatch/orderwatch/state"
 )
 
 // TestFreshnessHostile measures detection latency, calls and 429s of the
@@ -28,6 +30,7 @@ func TestFreshnessHostile(t *testing.T) {
 		faults   plentysim.Faults
 		env      []string
 		defaults bool // the default configuration (no timing set)
+		drained  bool // restart with the budget record's bucket empty (a day the bucket was spent)
 		orders   int
 		rate     float64 // changes a second, each a distinct order
 		measure  time.Duration
@@ -40,6 +43,7 @@ func TestFreshnessHostile(t *testing.T) {
 		{name: "churn pages of 10", faults: plentysim.Faults{Latency: 150 * time.Millisecond, ChangeWhilePaging: 0.5},
 			env: append([]string{"WATCHER_ITEMS_PER_PAGE=10"}, tuned...), rate: 6},
 		{name: "busy defaults", defaults: true, orders: 2000, rate: 20, measure: 90 * time.Second},
+		{name: "busy defaults bucket drained", defaults: true, drained: true, orders: 2000, rate: 20, measure: 90 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFaultEnv(t, plentysim.Config{Limits: realLimits}, tc.env...)
@@ -53,6 +57,9 @@ func TestFreshnessHostile(t *testing.T) {
 			pool := f.addOrders(orders-300, time.Now().Add(-47*time.Hour), time.Now().Add(-time.Hour))
 			f.start()
 			waitSynced(t, f.addr)
+			if tc.drained {
+				f.drainBudget()
+			}
 			// The condition starts after the first sync.
 			limits := tc.limits
 			limits.LongLimit = realLimits.LongLimit
@@ -105,4 +112,30 @@ func TestFreshnessHostile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// drainBudget stops the watcher, empties the bucket of its budget record
+// (as on a day that spent it) and starts it again.
+func (f *faultEnv) drainBudget() {
+	f.t.Helper()
+	if err, _ := f.stop(); err != nil {
+		f.t.Logf("stop: %v", err)
+	}
+	s, err := state.Open(f.state, state.Options{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var bs poller.BudgetState
+	if found, err := s.LoadRecord(recordBudget, &bs); err != nil || !found {
+		f.t.Fatalf("budget record: found %v, %v", found, err)
+	}
+	bs.Level, bs.At = 0, time.Now()
+	if err := s.SaveRecord(recordBudget, bs); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.start()
+	waitSynced(f.t, f.addr)
 }
