@@ -147,12 +147,11 @@ func (b *Budget) Charge(now time.Time, calls int, th plenty.Throttle) {
 }
 
 // longRun is what a sweep costs in the long run: the mean of everything
-// charged per sweep (see mean), the median before it is known.
+// charged per sweep (see mean), and never less than the median of the
+// last five (the mean spans minutes: sweeps that cost more for good, a
+// busy hour, pace the sweeps from the third).
 func (b *Budget) longRun() float64 {
-	if b.cycles == 0 {
-		return b.cost()
-	}
-	return max(b.mean, 1)
+	return max(b.mean, b.cost())
 }
 
 // Remaining is the bucket's level (calls; negative while in debt) as the

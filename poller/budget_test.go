@@ -338,3 +338,31 @@ func TestBudgetDerivedEveryHourWithinTheShare(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetPaceFollowsABusyHour: after hours of one-call sweeps, sweeps
+// that cost two calls for good pace the sweeps from the third of them (the
+// long-run mean alone would take minutes to follow, spending the bucket
+// meanwhile); a probe's slices between sweeps slow the pace as they cost.
+func TestBudgetPaceFollowsABusyHour(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	th := plenty.Throttle{Long: plenty.Period{Present: true, Limit: dailyLimit, CallsLeft: -1}}
+	b := poller.NewBudget(0.25)
+	b.Remaining(now, th)
+	for range 1000 {
+		b.Spend(now, 1, th)
+	}
+	for range 3 {
+		b.Spend(now, 2, th)
+	}
+	if d, _ := b.Pace(0); d != 4164*time.Millisecond {
+		t.Errorf("two-call sweeps after hours of one-call sweeps: pace %v; want 4.164s from the third", d)
+	}
+	before, _ := b.Pace(0)
+	for range 64 {
+		b.Spend(now, 2, th)
+		b.Charge(now, 1, th) // a probe's slice after each sweep
+	}
+	if d, _ := b.Pace(0); d < before*5/4 {
+		t.Errorf("with a probe's slice after every sweep the pace is %v, before %v: want the probe's calls paced too", d, before)
+	}
+}
