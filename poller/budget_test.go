@@ -358,7 +358,7 @@ func TestBudgetPaceFollowsABusyHour(t *testing.T) {
 		t.Errorf("two-call sweeps after hours of one-call sweeps: pace %v; want 4.164s from the third", d)
 	}
 	before, _ := b.Pace(0)
-	for range 64 {
+	for range 256 { // minutes of sweeps
 		b.Spend(now, 2, th)
 		b.Charge(now, 1, th) // a probe's slice after each sweep
 	}
