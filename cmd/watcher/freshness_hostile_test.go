@@ -98,14 +98,7 @@ func TestFreshnessHostile(t *testing.T) {
 				after.Throttled429-before.Throttled429, after.CallsWhileBlocked-before.CallsWhileBlocked, time.Since(q).Round(100*time.Millisecond),
 				metricValue(m, "orderwatch_poll_interval_seconds"), metricValue(m, "orderwatch_settle_seconds"), metricValue(m, "orderwatch_overlap_seconds"),
 				metricValue(m, "orderwatch_rescans_total"), metricValue(m, `orderwatch_sweeps_total{result="error"}`))
-			if testing.Verbose() {
-				f.mu.Lock()
-				t.Logf("watcher warnings and errors:\n%s", tail(grepLevel(f.logs.String()), 3000))
-				if os.Getenv("FRESHNESS_SWEEPS") != "" {
-					t.Logf("sweeps:\n%s", tail(f.logs.String(), 20000))
-				}
-				f.mu.Unlock()
-			}
+			f.logWatcher(3000, 20000)
 			f.check()
 			if !strings.Contains(m, "orderwatch_outbox_depth 0") {
 				t.Error("the outbox is not empty at the end")
@@ -138,4 +131,18 @@ func (f *faultEnv) drainBudget() {
 	}
 	f.start()
 	waitSynced(f.t, f.addr)
+}
+
+// logWatcher logs, with -v, the tail of the watcher's warnings and errors
+// (warn bytes) and, with FRESHNESS_SWEEPS set, of its whole log (all bytes).
+func (f *faultEnv) logWatcher(warn, all int) {
+	if !testing.Verbose() {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.t.Logf("watcher warnings and errors:\n%s", tail(grepLevel(f.logs.String()), warn))
+	if os.Getenv("FRESHNESS_SWEEPS") != "" {
+		f.t.Logf("sweeps:\n%s", tail(f.logs.String(), all))
+	}
 }
