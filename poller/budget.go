@@ -263,10 +263,7 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 	cost := b.cost()
 	if interval <= 0 {
 		// Derived pace: the long-run cost of a sweep at the refill while
-		// the bucket is at least 80% full, a little less below (0.9 of it
-		// at empty: a drained bucket refills while the sweeps stay
-		// nearly as fresh), down to budgetFloor deep in debt (a burst
-		// larger than the bucket is paid back).
+		// the bucket is full, a little less below (see derivedShare).
 		cost = b.longRun()
 		if v := r * derivedShare(level, c, cost); v < allowed {
 			allowed = v
