@@ -3,6 +3,7 @@ package plenty
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -126,7 +127,8 @@ func (t Throttle) exhausted() (Period, bool) {
 type PacerConfig struct {
 	// Reserve is how many calls of the short and the route period are never
 	// spent: when calls left fall to it, the pacer waits for the period to
-	// reset. Other integrations share the limit. Default 5.
+	// reset. Other integrations share the limit. 0 (the default) scales it
+	// with the period's limit: PeriodReserve.
 	Reserve int
 	// LongReserve is the same for the long (daily) period. Default 500.
 	LongReserve int
@@ -150,7 +152,8 @@ type PacerConfig struct {
 
 // Pacer spaces calls so that the service's throttling is never hit:
 // proactively, from the headers of every response (calls are spread over
-// what is left of each period, and the last Reserve calls are never spent),
+// what is left of each period, and a reserve that scales with the
+// period's size, PeriodReserve, is never spent),
 // and reactively (after a 429 no call is made before Retry-After or the
 // reset time has passed). It is safe for concurrent use.
 type Pacer struct {
@@ -170,9 +173,6 @@ type Pacer struct {
 
 // NewPacer returns a pacer with cfg's defaults filled in.
 func NewPacer(cfg PacerConfig) *Pacer {
-	if cfg.Reserve <= 0 {
-		cfg.Reserve = 5
-	}
 	if cfg.LongReserve <= 0 {
 		cfg.LongReserve = 500
 	}
@@ -186,6 +186,44 @@ func NewPacer(cfg PacerConfig) *Pacer {
 		cfg.Sleep = Sleep
 	}
 	return &Pacer{cfg: cfg}
+}
+
+// ReserveShare is the part of a short or route period that PeriodReserve
+// keeps for the shop's other integrations: 5 calls of the service's 200.
+const ReserveShare = 0.025
+
+// PeriodReserve is the calls of a short or route period of limit calls the
+// pacer never spends unless told otherwise (PacerConfig.Reserve):
+// ReserveShare of the limit, rounded up, and at least one. It scales with the
+// period: 5 of 200, 1 of 12 or of 30 (a fixed 5 would be 42% of a 12-call
+// period, left unused while changes wait).
+func PeriodReserve(limit int) int {
+	if limit <= 0 {
+		return 1
+	}
+	return max(int(math.Ceil(float64(limit)*ReserveShare)), 1)
+}
+
+// Spacing is the gap the pacer keeps between two calls while a period
+// that resets in decay has usable calls left (calls left less the
+// reserve): the usable calls spread evenly so that the last of them falls
+// before the reset (decay / (usable+1)), not at it. The calls of a period
+// are spent while it lasts, none in a burst that leaves the rest of the
+// period without a call: a change that waits for the next sweep finds a
+// call to make in every part of the period.
+func Spacing(decay time.Duration, usable int) time.Duration {
+	if decay <= 0 || usable <= 0 {
+		return 0
+	}
+	return decay / time.Duration(usable+1)
+}
+
+// reserve is the reserve the pacer keeps of a period of limit calls.
+func (c PacerConfig) reserve(limit int) int {
+	if c.Reserve > 0 {
+		return c.Reserve
+	}
+	return PeriodReserve(limit)
 }
 
 // Sleep waits d or until ctx is done, whichever comes first; it returns
@@ -323,7 +361,7 @@ func (p *Pacer) observe(status int, t Throttle) {
 		spread  bool
 		name    string
 		reason  WaitReason
-	}{{t.Short, p.cfg.Reserve, true, "short", WaitReserve}, {t.Route, p.cfg.Reserve, true, "route", WaitReserve}, {t.Long, p.cfg.LongReserve, false, "long", WaitDailyQuota}} {
+	}{{t.Short, p.cfg.reserve(t.Short.Limit), true, "short", WaitReserve}, {t.Route, p.cfg.reserve(t.Route.Limit), true, "route", WaitReserve}, {t.Long, p.cfg.LongReserve, false, "long", WaitDailyQuota}} {
 		if !per.Present || per.Limit == 0 {
 			continue
 		}
@@ -340,7 +378,7 @@ func (p *Pacer) observe(status int, t Throttle) {
 			continue
 		}
 		if per.spread && per.Decay > 0 {
-			if s := per.Decay / time.Duration(per.CallsLeft-per.reserve); s > spacing {
+			if s := Spacing(per.Decay, per.CallsLeft-per.reserve); s > spacing {
 				spacing = s
 			}
 		}
@@ -393,6 +431,19 @@ func (p *Pacer) NotBefore() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.notBefore
+}
+
+// Next returns the moment the next call may go out: after any wait and
+// the spacing since the last call (the zero time or a past one when it
+// may go now).
+func (p *Pacer) Next() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at := p.notBefore
+	if next := p.lastCall.Add(p.spacing); next.After(at) {
+		at = next
+	}
+	return at
 }
 
 // Blocked returns the moment before which no call will be made and why

@@ -193,3 +193,28 @@ func TestDateSkew(t *testing.T) {
 		t.Errorf("Date %q without a skew", r.header.Get("Date"))
 	}
 }
+
+// TestChangeWhilePaging: with the fault on, every page after the first of a
+// scan is served after one order of the queried set changed (it leaves a
+// window in the past); the first page never is, and without the fault the
+// set stays.
+func TestChangeWhilePaging(t *testing.T) {
+	for _, rate := range []float64{0, 1} {
+		h := newHarness(t, Config{Faults: Faults{ChangeWhilePaging: rate}})
+		h.sim.Generate(30, h.clock.Now().Add(-time.Hour), h.clock.Now().Add(-time.Minute))
+		h.clock.Advance(10 * time.Second)
+		tok := h.login()
+		q := "sortBy=orderId&sortOrder=asc&itemsPerPage=10&updatedAt=between:" +
+			h.clock.Now().Add(-2*time.Hour).Format("2006-01-02T15:04:05Z") + "," + h.clock.Now().Add(-30*time.Second).Format("2006-01-02T15:04:05Z")
+		first := h.search(tok, q+"&page=1", nil)
+		second := h.search(tok, q+"&page=2", nil)
+		third := h.search(tok, q+"&page=3", nil)
+		want := []int{30, 30, 30}
+		if rate == 1 {
+			want = []int{30, 29, 28}
+		}
+		if got := []int{first.TotalsCount, second.TotalsCount, third.TotalsCount}; !slices.Equal(got, want) {
+			t.Errorf("ChangeWhilePaging %g: totalsCount of pages 1-3 %v, want %v", rate, got, want)
+		}
+	}
+}

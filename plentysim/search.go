@@ -91,6 +91,7 @@ func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request, now time.Ti
 		f      fault
 		delay  time.Duration
 		before = s.beforeSearch
+		shift  bool
 	)
 	switch {
 	case rej != nil:
@@ -98,6 +99,9 @@ func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request, now time.Ti
 		s.stats.Unauthorized401++
 	default:
 		f, delay = s.drawFaultLocked()
+		// Drawn only when asked for: the other faults' sequence per seed
+		// stays as it was.
+		shift = s.faults.ChangeWhilePaging > 0 && s.faultRNG.Float64() < s.faults.ChangeWhilePaging
 	}
 	s.ctl.Unlock()
 	switch {
@@ -119,6 +123,9 @@ func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request, now time.Ti
 	}
 	if before != nil {
 		before(r, q.page)
+	}
+	if shift && q.page > 1 {
+		s.changeOneMatch(&q)
 	}
 	switch f {
 	case faultServerError:
@@ -148,6 +155,20 @@ func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request, now time.Ti
 	default:
 		writeJSON(w, http.StatusOK, body)
 	}
+}
+
+// changeOneMatch advances the updatedAt of one order of q's result set (the
+// middle one), as a change made by someone else between two page requests
+// of a scan (Faults.ChangeWhilePaging).
+func (s *Server) changeOneMatch(q *searchQuery) {
+	now := s.nowSecond()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.matchesLocked(q)
+	if len(m) == 0 {
+		return
+	}
+	s.applyLocked(int(m[len(m)/2]), now, func(*Order) Change { return Change{Kind: KindTouch} })
 }
 
 // sleepCtx waits d; it returns false when ctx ends first.

@@ -85,6 +85,11 @@ type Faults struct {
 	SlowRate        float64       // probability of an extra SlowDelay on a search request
 	SlowDelay       time.Duration
 	DateSkew        time.Duration // added to the Date header of every response (a wrong clock); order timestamps keep the true time
+	// ChangeWhilePaging is the probability that, before a page after the
+	// first of an offset scan is served, one order of the queried result
+	// set changes (its updatedAt moves to now, nothing else): the set the
+	// client pages through shifts between two of its reads.
+	ChangeWhilePaging float64
 }
 
 func (f Faults) validate() error {
@@ -94,6 +99,7 @@ func (f Faults) validate() error {
 	}{
 		{"ServerErrorRate", f.ServerErrorRate}, {"HTMLRate", f.HTMLRate}, {"TruncateRate", f.TruncateRate},
 		{"GarbageRate", f.GarbageRate}, {"DropRate", f.DropRate}, {"SlowRate", f.SlowRate},
+		{"ChangeWhilePaging", f.ChangeWhilePaging},
 	} {
 		if !(r.v >= 0 && r.v <= 1) {
 			return fmt.Errorf("faults: %s %v is not a probability in [0,1]", r.name, r.v)
@@ -323,7 +329,7 @@ func (s *Server) Stats() Stats {
 // SetFaults replaces the fault configuration. Rates are clamped to [0,1]
 // and negative delays to 0.
 func (s *Server) SetFaults(f Faults) {
-	for _, p := range []*float64{&f.ServerErrorRate, &f.HTMLRate, &f.TruncateRate, &f.GarbageRate, &f.DropRate, &f.SlowRate} {
+	for _, p := range []*float64{&f.ServerErrorRate, &f.HTMLRate, &f.TruncateRate, &f.GarbageRate, &f.DropRate, &f.SlowRate, &f.ChangeWhilePaging} {
 		if !(*p >= 0) { // also NaN
 			*p = 0
 		}

@@ -42,6 +42,14 @@ type Budget struct {
 
 	costs []int // calls of the last sweeps
 
+	// mean is the long-run cost of a sweep: the mean of everything charged
+	// per sweep (its own calls, retries, logins, the probe's slice after
+	// it) over the last meanCycles sweeps, each counted at most burstCost
+	// times the median (a first sync or a catch-up is the bucket's to
+	// pay); cycles is how many it holds (at most meanCycles).
+	mean   float64
+	cycles int
+
 	next time.Time     // no sweep before this (Run; persisted)
 	gap  time.Duration // the gap next was derived from
 }
@@ -97,7 +105,18 @@ func (b *Budget) avail(th plenty.Throttle) float64 {
 	return b.level
 }
 
-// Spend takes a sweep's calls from the bucket.
+// meanCycles is the span of the long-run mean cost in sweeps: at a sweep
+// every 2 to 8 s, minutes, longer than the probe's period.
+const meanCycles = 64
+
+// burstCost bounds what one sweep adds to the long-run mean, in medians:
+// more (a first sync, a catch-up after an outage) is a burst, paid by the
+// bucket and back by the slower pace of a bucket below full.
+const burstCost = 4
+
+// Spend takes a sweep's calls from the bucket, and counts them in the
+// cost that paces the sweeps (the median of the last five, and the
+// long-run mean).
 func (b *Budget) Spend(now time.Time, calls int, th plenty.Throttle) {
 	b.refill(now, th)
 	if b.limit > 0 {
@@ -107,16 +126,32 @@ func (b *Budget) Spend(now time.Time, calls int, th plenty.Throttle) {
 	if len(b.costs) > 5 {
 		b.costs = b.costs[1:]
 	}
+	if len(b.costs) >= 3 {
+		b.cycles = min(b.cycles+1, meanCycles)
+		b.mean += (min(float64(calls), burstCost*b.cost()) - b.mean) / float64(b.cycles)
+	}
 }
 
-// Charge takes calls that are no sweep's (a probe's re-reading between
-// sweeps) from the bucket: they count against the share, not in the cost
-// that paces the sweeps.
+// Charge takes calls that are no sweep's own (a probe's slice between
+// sweeps) from the bucket: they count against the share, and in the
+// long-run mean as part of the sweep they follow (a probe costs the pace
+// what it reads), not in the median.
 func (b *Budget) Charge(now time.Time, calls int, th plenty.Throttle) {
 	b.refill(now, th)
 	if b.limit > 0 {
 		b.level -= float64(calls)
 	}
+	if b.cycles > 0 {
+		b.mean += float64(calls) / float64(b.cycles)
+	}
+}
+
+// longRun is what a sweep costs in the long run: the mean of everything
+// charged per sweep (see mean), and never less than the median of the
+// last five (the mean spans minutes: sweeps that cost more for good, a
+// busy hour, pace the sweeps from the third).
+func (b *Budget) longRun() float64 {
+	return max(b.mean, b.cost())
 }
 
 // Remaining is the bucket's level (calls; negative while in debt) as the
@@ -159,10 +194,12 @@ const (
 )
 
 // Pace is the interval in force and where it comes from: an explicit
-// interval (> 0) as it is; without one, the median sweep's calls at the
-// budget's refill rate (share x daily limit / 86400: 2.08 s for a one-call
-// sweep at 0.25 x 166,000), at least MinGap, rounded up to the millisecond
-// so that a day of sweeps stays within the share; DefaultGap while the
+// interval (> 0) as it is; without one, what a sweep costs in the long run
+// (everything charged per sweep, a probe's slices, retries and logins
+// included, over the last minutes) at the budget's refill rate (share x
+// daily limit / 86400: 2.08 s for a one-call sweep at 0.25 x 166,000), at
+// least MinGap, rounded up to the millisecond so that the sweeps spend the
+// share and no more from the first minutes on; DefaultGap while the
 // service has not named its daily limit.
 func (b *Budget) Pace(interval time.Duration) (time.Duration, string) {
 	if interval > 0 {
@@ -171,7 +208,7 @@ func (b *Budget) Pace(interval time.Duration) (time.Duration, string) {
 	if b.limit == 0 {
 		return DefaultGap, SourceDefault
 	}
-	ms := math.Ceil(b.cost() / b.rate() * 1000)
+	ms := math.Ceil(b.longRun() / b.rate() * 1000)
 	return max(time.Duration(ms)*time.Millisecond, MinGap), SourceBudget
 }
 
@@ -223,13 +260,12 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 		why = fmt.Sprintf("call budget in debt by %.0f calls: sweeps spaced to pay it back", math.Ceil(-level))
 	}
 	byLeft := false
+	cost := b.cost()
 	if interval <= 0 {
-		// Derived pace: the refill while the bucket is at least 80% full,
-		// less as it runs lower (0.56 of it at empty, budgetFloor deep in
-		// debt), so that what the median does not count (a probe, a retry,
-		// an expensive sweep) is paid back and the long run stays within
-		// the share.
-		if v := r * max(budgetFloor, min(1, (level+c)/(1.8*c))); v < allowed {
+		// Derived pace: the long-run cost of a sweep at the refill while
+		// the bucket is full, a little less below (see derivedShare).
+		cost = b.longRun()
+		if v := r * derivedShare(level, c, cost); v < allowed {
 			allowed = v
 			if level >= 0 {
 				why = fmt.Sprintf("call budget below full: %.0f of %.0f calls left, sweeps spaced to refill it", level, c)
@@ -243,7 +279,7 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 	if math.IsInf(allowed, 1) {
 		return pace, ""
 	}
-	gap := time.Duration(b.cost() / allowed * float64(time.Second))
+	gap := time.Duration(cost / allowed * float64(time.Second))
 	if byLeft {
 		gap = min(gap, untilReset)
 	}
@@ -251,6 +287,20 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 		return pace, ""
 	}
 	return gap, why
+}
+
+// derivedShare is the part of the refill the derived pace spends at a
+// bucket level of level calls (of c), when a sweep costs cost in the long
+// run: all of it while the bucket is full but for a few sweeps (the long-run
+// cost is an estimate: what it misses shows as a bucket below full), less
+// as the bucket runs lower, down to 0.9 (a drained bucket refills while the
+// sweeps stay nearly as fresh), and down to budgetFloor deep in debt (a
+// burst larger than the bucket is paid back).
+func derivedShare(level, c, cost float64) float64 {
+	if level >= 0 {
+		return min(1, max(0.9, 1-2*(c-5*cost-level)/c))
+	}
+	return max(budgetFloor, 0.9*(1+level/c))
 }
 
 // BudgetState is what a Budget keeps across a restart (the state record
@@ -261,6 +311,9 @@ type BudgetState struct {
 	At    time.Time `json:"at"`    // when Level was measured (local clock)
 	Limit int       `json:"limit"` // the long period's limit; 0 = not named yet
 	Costs []int     `json:"costs,omitempty"`
+	// Mean is the long-run cost of a sweep over the last Cycles sweeps.
+	Mean   float64 `json:"mean,omitempty"`
+	Cycles int     `json:"cycles,omitempty"`
 	// Next is the earliest start of the next sweep (local clock), Gap the
 	// gap it was derived from: a restored wait for it never exceeds Gap.
 	Next time.Time     `json:"next,omitzero"`
@@ -269,7 +322,7 @@ type BudgetState struct {
 
 // Snapshot returns the budget's state, to persist.
 func (b *Budget) Snapshot() BudgetState {
-	return BudgetState{Level: b.level, At: b.at, Limit: b.limit, Costs: slices.Clone(b.costs), Next: b.next, Gap: b.gap}
+	return BudgetState{Level: b.level, At: b.at, Limit: b.limit, Costs: slices.Clone(b.costs), Mean: b.mean, Cycles: b.cycles, Next: b.next, Gap: b.gap}
 }
 
 // Restore continues from a state a previous process saved, at now: the
@@ -283,6 +336,9 @@ func (b *Budget) Restore(s BudgetState, now time.Time) {
 	b.costs = slices.Clone(s.Costs)
 	if len(b.costs) > 5 {
 		b.costs = b.costs[len(b.costs)-5:]
+	}
+	if s.Cycles > 0 && s.Mean >= 0 && !math.IsInf(s.Mean, 0) {
+		b.mean, b.cycles = s.Mean, min(s.Cycles, meanCycles)
 	}
 	if s.Limit <= 0 || s.At.IsZero() || math.IsNaN(s.Level) || math.IsInf(s.Level, 0) {
 		return

@@ -265,3 +265,104 @@ func TestBudgetPace(t *testing.T) {
 		t.Errorf("gap with a full bucket: %v; want the pace 8.328s", gap)
 	}
 }
+
+// simulateHours runs derived-pace sweeps for days days against the
+// service's default limits: sweeps that cost 1, 1 and 2 calls in turn (a
+// busy shop at a page's edge: the median 1, the mean 1.33), every 50th a
+// retry more, and every 5 minutes a probe of 48 pages read one page after
+// each sweep (as Run does). It returns the calls of every hour and the
+// longest gap between two sweeps. drained starts from a restored budget
+// with an empty bucket (a restart on a day the bucket was spent).
+func simulateHours(days int, drained bool) (hours []int, maxGap time.Duration) {
+	start := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	b := poller.NewBudget(0.25)
+	if drained {
+		b.Restore(poller.BudgetState{Level: 0, At: start, Limit: dailyLimit}, start)
+	}
+	th := plenty.Throttle{Long: plenty.Period{Present: true, Limit: dailyLimit, CallsLeft: -1}}
+	hours = make([]int, days*24)
+	probeLeft, probed := 0, start
+	now := start
+	for i := 0; now.Before(start.Add(time.Duration(days) * 24 * time.Hour)); i++ {
+		b.Remaining(now, th)
+		c := []int{1, 1, 2}[i%3]
+		if i%50 == 49 {
+			c++
+		}
+		if now.Sub(probed) >= 5*time.Minute {
+			probeLeft, probed = 48, now
+		}
+		extra := 0
+		if probeLeft > 0 {
+			extra, probeLeft = 1, probeLeft-1
+		}
+		hours[int(now.Sub(start)/time.Hour)] += c + extra
+		done := now.Add(time.Duration(float64(c+extra) / shortPace * float64(time.Second)))
+		b.Spend(done, c, th)
+		b.Charge(done, extra, th)
+		gap, _ := b.Gap(done, 0, th)
+		if i > 0 {
+			maxGap = max(maxGap, gap)
+		}
+		now = now.Add(gap)
+	}
+	return hours, maxGap
+}
+
+// TestBudgetDerivedEveryHourWithinTheShare: at the derived pace a busy
+// shop's sweeps spend the share and no more in every hour, from the first
+// (the bucket full: it is for a first sync or a catch-up, not for the
+// sweeps' steady cost) to the third day, probes, retries and sweeps that
+// cost more than the median included (within 1%: sweeps at the hour's
+// edges); and from a drained bucket too, where the sweeps slow down by a
+// tenth at most.
+func TestBudgetDerivedEveryHourWithinTheShare(t *testing.T) {
+	perHour := 0.25 * dailyLimit / 24
+	var full time.Duration
+	for _, drained := range []bool{false, true} {
+		hours, maxGap := simulateHours(3, drained)
+		worst := 0
+		for h, n := range hours {
+			worst = max(worst, n)
+			// Sweeps at the hour's edges, and the bucket's top (a few
+			// sweeps' cost) spent or kept: 1%.
+			if float64(n) > perHour*1.01 {
+				t.Errorf("drained %v: hour %d spent %d calls; want at most the share's %.0f", drained, h, n, perHour)
+			}
+		}
+		t.Logf("drained %v: most calls in an hour %d (share %.0f), first hour %d, last %d, longest gap %v", drained, worst, perHour, hours[0], hours[len(hours)-1], maxGap)
+		if !drained {
+			full = maxGap
+		} else if maxGap > full*115/100 {
+			t.Errorf("from a drained bucket the longest gap is %v, from a full one %v: want at most a tenth or so slower", maxGap, full)
+		}
+	}
+}
+
+// TestBudgetPaceFollowsABusyHour: after hours of one-call sweeps, sweeps
+// that cost two calls for good pace the sweeps from the third of them (the
+// long-run mean alone would take minutes to follow, spending the bucket
+// meanwhile); a probe's slices between sweeps slow the pace as they cost.
+func TestBudgetPaceFollowsABusyHour(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	th := plenty.Throttle{Long: plenty.Period{Present: true, Limit: dailyLimit, CallsLeft: -1}}
+	b := poller.NewBudget(0.25)
+	b.Remaining(now, th)
+	for range 1000 {
+		b.Spend(now, 1, th)
+	}
+	for range 3 {
+		b.Spend(now, 2, th)
+	}
+	if d, _ := b.Pace(0); d != 4164*time.Millisecond {
+		t.Errorf("two-call sweeps after hours of one-call sweeps: pace %v; want 4.164s from the third", d)
+	}
+	before, _ := b.Pace(0)
+	for range 256 { // minutes of sweeps
+		b.Spend(now, 2, th)
+		b.Charge(now, 1, th) // a probe's slice after each sweep
+	}
+	if d, _ := b.Pace(0); d < before*5/4 {
+		t.Errorf("with a probe's slice after every sweep the pace is %v, before %v: want the probe's calls paced too", d, before)
+	}
+}

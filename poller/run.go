@@ -178,19 +178,15 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 	}
 }
 
-// pacerReserve is the calls of a short period the client's pacer never
-// spends (plenty.PacerConfig.Reserve's default).
-const pacerReserve = 5
-
 // slack says whether the short and the route period leave room for one
 // more call before they reset, besides a one-call sweep every pace and the
-// pacer's reserve. Unknown periods leave room.
+// pacer's reserve (plenty.PeriodReserve). Unknown periods leave room.
 func slack(th plenty.Throttle, pace time.Duration) bool {
 	for _, per := range []plenty.Period{th.Short, th.Route} {
 		if !per.Present || per.Limit == 0 || per.CallsLeft < 0 || per.Decay <= 0 || pace <= 0 {
 			continue
 		}
-		if per.CallsLeft < int(per.Decay/pace)+2+pacerReserve {
+		if per.CallsLeft < int(per.Decay/pace)+2+plenty.PeriodReserve(per.Limit) {
 			return false
 		}
 	}

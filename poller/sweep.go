@@ -338,58 +338,162 @@ func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *plenty.Page) 
 
 // scan pages through [lo, hi] by offset and verifies it. Every page that
 // passes the checks so far is diffed and committed; the last one commits the
-// watermark too. ok is false when the result set changed during the scan.
+// watermark too. ok is false when the result set changed during the scan
+// and the scan could not go on past what it had read for sure (see
+// scanRange and keysetRest): the caller rescans the slice.
+//
+// A scan that fails verification goes on where it stopped being sure, not
+// at the start: the full pages read before the set changed were the lowest
+// ids of the slice as it was when they were read (no order can enter a
+// window in the past, so an unchanged totalsCount means an unchanged set),
+// so every order of the slice up to the last of them was read. The rest,
+// the ids above it, is read by keyset (orderId=gt:), which needs no stable
+// set: each failed verification costs the one page that showed it, and a
+// slice that changes on every other page is still read once. Without
+// keyset paging (off, or the service ignores the filter) the slice is
+// rescanned whole.
 func (s *sweep) scan(ctx context.Context, lo, hi time.Time, first *plenty.Page) (ok bool, err error) {
-	total := first.TotalsCount
-	ipp := max(first.ItemsPerPage, 1)
-	last := max((total+ipp-1)/ipp, 1)
-	var lastID int64
-	var seen int64
 	bad := 0
-	page := first
-	for n := int64(1); ; n++ {
-		if n > 1 {
-			if page, err = s.fetch(ctx, lo, hi, int(n), 0); err != nil {
-				return false, err
+	done, upto, err := s.scanRange(ctx, lo, hi, first, &bad)
+	if err != nil {
+		return false, err
+	}
+	if !done {
+		if !s.keysetOK() {
+			return false, nil
+		}
+		// What the failed scan diffed is true: commit it, and read on from
+		// the first id not read for sure.
+		if err := s.flush(nil); err != nil {
+			return false, err
+		}
+		s.st.Rescans++
+		if done, err = s.keysetRest(ctx, lo, hi, upto, &bad); err != nil || !done {
+			return false, err
+		}
+	}
+	var mark *time.Time
+	if bad == 0 {
+		mark = &hi
+	}
+	if err := s.flush(mark); err != nil {
+		return false, err
+	}
+	if mark == nil {
+		s.holdBad(lo, fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339)))
+		return true, nil
+	}
+	s.st.Slices++
+	return true, nil
+}
+
+// keysetRest reads the orders of [lo, hi] with ids above after by keyset,
+// to the end: inside a window in the past no order can enter, so each page
+// holds the lowest ids above the cursor of a set that only shrinks, every
+// order present throughout is read, and one that left shows its newer
+// state in a later window (as in keyset). done is false when the service
+// ignores the filter (KeysetAuto then stops using it) or the pages cannot
+// be followed (ids not ascending, an unreadable id ending a page): the
+// slice is rescanned by offset.
+func (s *sweep) keysetRest(ctx context.Context, lo, hi time.Time, after int64, bad *int) (done bool, err error) {
+	for {
+		page, err := s.fetch(ctx, lo, hi, 1, after)
+		if err != nil {
+			return false, err
+		}
+		next, ok := increasing(page.Orders, after)
+		if !ok {
+			if after > 0 && len(page.Orders) > 0 && page.Orders[0].ID <= after && s.p.cfg.Keyset == KeysetAuto {
+				s.p.keysetIgnored = true
+				s.p.log.Warn("the service ignores the filter orderId=gt: (keyset paging): a scan that fails verification is rescanned whole",
+					"slice", lo.Format(time.RFC3339))
 			}
-		}
-		if page.TotalsCount != total || page.ItemsPerPage != first.ItemsPerPage || (page.Page != 0 && page.Page != n) {
 			return false, nil
 		}
-		if lastID, ok = increasing(page.Orders, lastID); !ok {
-			return false, nil
+		n := int64(len(page.Orders) + len(page.Bad))
+		final := page.IsLastPage || n >= page.TotalsCount || n == 0
+		if !final && len(page.Bad) > 0 && page.Bad[len(page.Bad)-1].Index == int(n)-1 {
+			// The page ends in an unreadable entry: page on past its id.
+			id, ok := entryID(page.Bad[len(page.Bad)-1])
+			if !ok || id <= next {
+				return false, nil
+			}
+			next = id
 		}
-		seen += int64(len(page.Orders) + len(page.Bad))
-		bad += s.noteBad(page)
-		final := n >= last
-		if final && seen != total {
-			return false, nil
-		}
+		*bad += s.noteBad(page)
 		if err := s.add(page.Orders, hi); err != nil {
 			return false, err
 		}
 		s.release(page.Orders, "its entry decodes again in a sweep")
-		if !final {
-			if len(s.pending.Events) >= flushAt {
-				if err := s.flush(nil); err != nil {
-					return false, err
-				}
-			}
-			continue
-		}
-		var mark *time.Time
-		if bad == 0 {
-			mark = &hi
-		}
-		if err := s.flush(mark); err != nil {
-			return false, err
-		}
-		if mark == nil {
-			s.holdBad(lo, fmt.Errorf("%w: %d in %s..%s", ErrBadEntries, bad, lo.Format(time.RFC3339), hi.Format(time.RFC3339)))
+		if final {
 			return true, nil
 		}
-		s.st.Slices++
-		return true, nil
+		after = next
+		if len(s.pending.Events) >= flushAt {
+			if err := s.flush(nil); err != nil {
+				return false, err
+			}
+		}
+	}
+}
+
+// scanRange pages by offset through the orders of [lo, hi], starting with
+// page 1, and verifies them: totalsCount the same on every page, ids
+// rising strictly, as many entries as totalsCount. Every page that passes
+// the checks so far is diffed into the pending commit; bad counts the
+// entries that hold the watermark. done says the slice is verified; when it
+// is not, upto is the id up to which it was read for sure: the last id of
+// the last full page before the set changed (0: none).
+func (s *sweep) scanRange(ctx context.Context, lo, hi time.Time, first *plenty.Page, bad *int) (done bool, upto int64, err error) {
+	total := first.TotalsCount
+	ipp := max(first.ItemsPerPage, 1)
+	last := max((total+ipp-1)/ipp, 1)
+	var lastID, seen int64
+	page := first
+	for n := int64(1); ; n++ {
+		if n > 1 {
+			if page, err = s.fetch(ctx, lo, hi, int(n), 0); err != nil {
+				return false, upto, err
+			}
+		}
+		if page.TotalsCount != total || page.ItemsPerPage != first.ItemsPerPage || (page.Page != 0 && page.Page != n) {
+			return false, upto, nil
+		}
+		next, ok := increasing(page.Orders, lastID)
+		if !ok {
+			return false, upto, nil
+		}
+		entries := int64(len(page.Orders) + len(page.Bad))
+		seen += entries
+		final := n >= last
+		if final && seen != total {
+			return false, upto, nil
+		}
+		*bad += s.noteBad(page)
+		if err := s.add(page.Orders, hi); err != nil {
+			return false, upto, err
+		}
+		s.release(page.Orders, "its entry decodes again in a sweep")
+		if final {
+			return true, upto, nil
+		}
+		lastID = next
+		if entries == ipp {
+			// A full page of an unchanged set: every order of the slice
+			// up to its last entry is read. An unreadable last entry with
+			// a readable id counts as read (it is noted).
+			upto = next
+			if len(page.Bad) > 0 && page.Bad[len(page.Bad)-1].Index == int(entries)-1 {
+				if id, ok := entryID(page.Bad[len(page.Bad)-1]); ok && id > upto {
+					upto = id
+				}
+			}
+		}
+		if len(s.pending.Events) >= flushAt {
+			if err := s.flush(nil); err != nil {
+				return false, upto, err
+			}
+		}
 	}
 }
 
