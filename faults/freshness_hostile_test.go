@@ -1,4 +1,4 @@
-package main
+package faults
 
 import (
 	"os"
@@ -119,11 +119,11 @@ func (f *faultEnv) drainBudget() {
 		f.t.Fatal(err)
 	}
 	var bs poller.BudgetState
-	if found, err := s.LoadRecord(recordBudget, &bs); err != nil || !found {
+	if found, err := s.LoadRecord(poller.BudgetRecord, &bs); err != nil || !found {
 		f.t.Fatalf("budget record: found %v, %v", found, err)
 	}
 	bs.Level, bs.At = 0, time.Now()
-	if err := s.SaveRecord(recordBudget, bs); err != nil {
+	if err := s.SaveRecord(poller.BudgetRecord, bs); err != nil {
 		f.t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
