@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/replica"
 )
@@ -66,7 +65,11 @@ func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "watcher rescan: NATS:", err)
 		return exitFail
 	}
-	rep, err := replica.RequestRescan(rctx, nc, lease.Key(cfg.PlentyURL, cfg.Stream), req)
+	key, err := replica.GroupKey(rctx, nc, cfg.LeaseBucket, cfg.GroupKey(), cfg.LegacyGroupKey())
+	rep := replica.RescanReply{}
+	if err == nil {
+		rep, err = replica.RequestRescan(rctx, nc, key, req)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "watcher rescan:", err)
 		return exitFail
