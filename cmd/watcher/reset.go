@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/orderwatch/orderwatch/publisher"
+	"github.com/orderwatch/orderwatch/replica"
+)
+
+// runReset is `watcher reset [--force] [--lease]`: the group starts over
+// (replica.Reset).
+func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("reset", flag.ContinueOnError)
+	force := fl.Bool("force", false, "clear even while a replica is active (it writes its checkpoint again: stop it first)")
+	withLease := fl.Bool("lease", false, "delete the lease too")
+	if code, ok := parseArgs(fl, args, 0, stdout, stderr); !ok {
+		return code
+	}
+	cfg, err := envConfig()
+	if err == nil {
+		err = readFiles(cfg)
+	}
+	if err == nil && (cfg.PlentyURL == "" || cfg.Stream == "") {
+		err = configErr("%s_PLENTY_URL and %s_STREAM name the group; both are needed", envPrefix, envPrefix)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "watcher reset: configuration:", err)
+		return exitConfig
+	}
+	nc, err := publisher.Connect(cfg.NATS("orderwatch-reset"))
+	if err != nil {
+		fmt.Fprintln(stderr, "watcher reset: NATS:", err)
+		return exitFail
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := waitConnected(rctx, nc.IsConnected, 10*time.Second); err != nil {
+		fmt.Fprintln(stderr, "watcher reset: NATS:", err)
+		return exitFail
+	}
+	keys := []string{cfg.GroupKey()}
+	if k := cfg.LegacyGroupKey(); k != keys[0] {
+		keys = append(keys, k)
+	}
+	rep, err := replica.Reset(rctx, nc, cfg.LeaseBucket, keys, replica.ResetOptions{Force: *force, Lease: *withLease})
+	if err != nil {
+		fmt.Fprintf(stderr, "watcher reset: shop %s: %v (-force)\n", cfg.Shop(), err)
+		return exitFail
+	}
+	none := func(s []string) string { return strings.Join(append(s, "none")[:max(len(s), 1)], ", ") }
+	fmt.Fprintf(stdout, "shop %s, buckets %s_*: checkpoints cleared: %s; snapshot dumps cleared: %s; leases cleared: %s\n",
+		cfg.Shop(), cfg.LeaseBucket, none(rep.Checkpoints), none(rep.Dumps), none(rep.Leases))
+	fmt.Fprintln(stdout, "Delete the replicas' state files (WATCHER_STATE_PATH; in Kubernetes their claims) before they start again: the first sweep then starts at WATCHER_START_FROM.")
+	return exitOK
+}
