@@ -29,7 +29,7 @@ func NATSPermissions(c *Config) Permissions {
 			"$JS.API.STREAM.INFO." + s, "$JS.API.STREAM.CREATE." + s, "$JS.API.STREAM.UPDATE." + s, // the stream, its owner
 			"$JS.API.STREAM.MSG.GET." + s, "$JS.API.DIRECT.GET." + s + ".>", // look-ups before a late re-send
 			"$JS.API.CONSUMER.CREATE." + s + ".>", "$JS.API.CONSUMER.MSG.NEXT." + s + ".>", // the standby's ordered consumer
-			"$JS.API.CONSUMER.INFO." + s + ".>", "$JS.API.CONSUMER.DELETE." + s + ".>",
+			"$JS.API.CONSUMER.DELETE." + s + ".>",
 		},
 		Subscribe: []string{"_INBOX.>"},
 	}
@@ -38,7 +38,7 @@ func NATSPermissions(c *Config) Permissions {
 	}
 	b := c.LeaseBucket
 	for _, st := range []string{"KV_" + b + "_lease", "KV_" + b + "_checkpoint", "OBJ_" + b + "_snapshot"} {
-		p.Publish = append(p.Publish, "$JS.API.*.*."+st, "$JS.API.*.*."+st+".>", "$JS.API.CONSUMER.MSG.NEXT."+st+".>", "$JS.FC."+st+".>")
+		p.Publish = append(p.Publish, "$JS.API.*.*."+st, "$JS.API.*.*."+st+".>", "$JS.FC."+st+".>")
 	}
 	rescan := replica.RescanSubject(c.GroupKey())
 	p.Publish = append(p.Publish, "$KV."+b+"_lease.>", "$KV."+b+"_checkpoint.>", "$O."+b+"_snapshot.>", rescan)

@@ -5,6 +5,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +181,46 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Error("shop a's user subscribes to shop b's checkpoints")
 		}
 		break
+	}
+}
+
+// TestPermissionsDocumented: the NATS user in docs/operations.md is
+// NATSPermissions of its example shop, as a nats-server configuration.
+func TestPermissionsDocumented(t *testing.T) {
+	c := testConfig(t, "https://p12345.my.plentysystems.com", "")
+	c.ShopID, c.Stream, c.SubjectPrefix, c.LeaseBucket, c.Lease = "shop-a", "ORDERS_A", "orders_a", "orderwatch_a", true
+	p := NATSPermissions(c)
+	list := func(subjects []string) string {
+		return `"` + strings.Join(subjects, "\",\n        \"") + `"`
+	}
+	want := "```\n# WATCHER_SHOP_ID=shop-a WATCHER_STREAM=ORDERS_A WATCHER_SUBJECT_PREFIX=orders_a WATCHER_LEASE_BUCKET=orderwatch_a\n" +
+		"authorization { users = [ {\n  user: orderwatch-shop-a, password: $SHOP_A_NATS_PASSWORD\n  permissions: {\n" +
+		"    publish: { allow: [\n        " + list(p.Publish) + "\n    ] }\n" +
+		"    subscribe: { allow: [" + list(p.Subscribe) + "] }\n" +
+		"    allow_responses: true\n  }\n} ] }\n```\n"
+	for _, file := range []string{"../docs/operations.md", "../README.md", "../deploy/helm/orderwatch/README.md"} {
+		doc, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(doc), "<!-- nats-user:begin -->\n")
+		block, _, ok2 := strings.Cut(rest, "<!-- nats-user:end -->")
+		if !ok || !ok2 || block != want {
+			t.Errorf("%s: the NATS user between the nats-user markers is not NATSPermissions; put there:\n%s", file, want)
+		}
+	}
+	// And the server reads it so.
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(conf, []byte(strings.Trim(want, "`\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SHOP_A_NATS_PASSWORD", "secret")
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Users) != 1 || opts.Users[0].Password != "secret" || opts.Users[0].Permissions.Response == nil ||
+		!slices.Equal(opts.Users[0].Permissions.Publish.Allow, p.Publish) || !slices.Equal(opts.Users[0].Permissions.Subscribe.Allow, p.Subscribe) {
+		t.Errorf("the server reads the documented user as %+v", opts.Users)
 	}
 }
