@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/replica"
 )
 
@@ -21,29 +20,17 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseArgs(fl, args, 0, stdout, stderr); !ok {
 		return code
 	}
-	cfg, err := envConfig()
-	if err == nil {
-		err = readFiles(cfg)
-	}
-	if err == nil && (cfg.PlentyURL == "" || cfg.Stream == "") {
-		err = configErr("%s_PLENTY_URL and %s_STREAM name the group; both are needed", envPrefix, envPrefix)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "watcher reset: configuration:", err)
-		return exitConfig
-	}
-	nc, err := publisher.Connect(cfg.NATS("orderwatch-reset"))
-	if err != nil {
-		fmt.Fprintln(stderr, "watcher reset: NATS:", err)
-		return exitFail
+	cfg, nc, code := groupConn(ctx, "reset", stderr)
+	if nc == nil {
+		return code
 	}
 	defer nc.Close()
+	if cfg.PlentyURL == "" || cfg.Stream == "" {
+		fmt.Fprintf(stderr, "watcher reset: configuration: %s_PLENTY_URL and %s_STREAM name the group; both are needed\n", envPrefix, envPrefix)
+		return exitConfig
+	}
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	if err := waitConnected(rctx, nc.IsConnected, 10*time.Second); err != nil {
-		fmt.Fprintln(stderr, "watcher reset: NATS:", err)
-		return exitFail
-	}
 	keys := []string{cfg.GroupKey()}
 	if k := cfg.LegacyGroupKey(); k != keys[0] {
 		keys = append(keys, k)
