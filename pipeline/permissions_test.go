@@ -124,6 +124,17 @@ func TestLeastPrivilege(t *testing.T) {
 		_, last := events()
 		return last != nil && strings.Contains(last.Subject, "status_changed") && last.Header.Get(shopid.Header) == "shop-a"
 	})
+	// watcher rescan with the shop's user: the active answers.
+	ops, err := nats.Connect(natsURL, nats.UserInfo("shop-a", "pw-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ops.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if rep, err := replica.RequestRescan(rctx, ops, a2.w.rep.Key(), replica.RescanRequest{From: time.Now().Add(-time.Hour)}); err != nil || !rep.Accepted || rep.Instance != "a2" {
+		t.Errorf("rescan: %+v, %v; want a2's acceptance", rep, err)
+	}
 	for name, r := range map[string]*run{"a1": a1, "a2": a2} {
 		if l := r.logs.String(); strings.Contains(strings.ToLower(l), "permission") {
 			t.Errorf("%s was refused something:\n%s", name, l)
