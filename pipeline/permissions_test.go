@@ -25,9 +25,9 @@ import (
 // TestLeastPrivilege: a NATS server that enforces the permissions of
 // NATSPermissions, one user per shop. Two replicas of shop a run with its
 // user: the active publishes, the standby mirrors the stream and loads the
-// active's snapshot dump, and takes over when the active stops; nothing
-// is refused on the way. The same user cannot read shop b's buckets,
-// object store or stream.
+// active's snapshot dump, takes over when the active stops and answers a
+// rescan request; nothing is refused on the way. The same user cannot
+// read shop b's buckets, object store or stream.
 func TestLeastPrivilege(t *testing.T) {
 	sim := plentysim.New(plentysim.Config{Seed: 5})
 	now := time.Now()
