@@ -342,10 +342,8 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 			}
 		},
 	})
-	if v, found, err := l.Holder(ctx); err != nil {
+	if err := (handles{lease: kv, ckpt: ckv}).owner(ctx, key, r.cfg.ShopURL); err != nil {
 		return err
-	} else if found && v.Shop != "" && !SameShop(v.Shop, r.cfg.ShopURL) {
-		return &ShopConflictError{Key: key, Holder: v.Instance, HolderShop: v.Shop, Shop: r.cfg.ShopURL}
 	}
 	r.shown.Store(r.mirror)
 	r.lease.Store(l)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/shopid"
 )
 
@@ -87,17 +89,17 @@ func hasKey(ctx context.Context, kv jetstream.KeyValue, key string) (bool, error
 }
 
 // ErrShopConflict is matched by a *ShopConflictError.
-var ErrShopConflict = errors.New("another shop's watcher holds this group's lease")
+var ErrShopConflict = errors.New("the group belongs to another shop")
 
-// ShopConflictError: the lease key is held by a replica of another shop
-// (the same shop id, WATCHER_SHOP_ID, given to two shops). The watcher
-// refuses to join that group.
+// ShopConflictError: the group's lease is held by, or its checkpoint was
+// written by, a replica of another shop (the same shop id, WATCHER_SHOP_ID,
+// given to two shops). The watcher refuses to join that group.
 type ShopConflictError struct {
 	Key, Holder, HolderShop, Shop string
 }
 
 func (e *ShopConflictError) Error() string {
-	return fmt.Sprintf("the lease %s is held by %s of the shop %s, this watcher serves the shop %s: give each shop its own WATCHER_SHOP_ID",
+	return fmt.Sprintf("the group %s belongs to %s of the shop %s, this watcher serves the shop %s: give each shop its own WATCHER_SHOP_ID",
 		e.Key, e.Holder, e.HolderShop, e.Shop)
 }
 
@@ -107,17 +109,52 @@ func (e *ShopConflictError) Unwrap() error { return ErrShopConflict }
 // case and a trailing '/' aside).
 func SameShop(a, b string) bool { return shopid.FromURL(a) == shopid.FromURL(b) }
 
-// CheckOwner fails with a *ShopConflictError when the lease of key in
-// <bucket>_lease is held by a replica of another shop than shopURL; nil
-// when it is free, held by this shop or by a replica that names no shop
-// (an earlier version), or when the bucket does not exist yet.
+// CheckOwner fails with a *ShopConflictError when the group of key in
+// the buckets <bucket>_lease and _checkpoint belongs to another shop than
+// shopURL (owner); nil when it is free, this shop's, or an earlier
+// version's (no shop named), or when the buckets do not exist yet.
 func CheckOwner(ctx context.Context, nc *nats.Conn, bucket, key, shopURL string) error {
-	v, found, _, err := Holder(ctx, nc, bucket, key)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
-	if found && v.Shop != "" && !SameShop(v.Shop, shopURL) {
-		return &ShopConflictError{Key: key, Holder: v.Instance, HolderShop: v.Shop, Shop: shopURL}
+	var h handles
+	if h.lease, err = js.KeyValue(ctx, bucket+"_lease"); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return err
+	}
+	if h.ckpt, err = js.KeyValue(ctx, bucket+"_checkpoint"); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return err
+	}
+	return h.owner(ctx, key, shopURL)
+}
+
+// owner fails with a *ShopConflictError when the lease of key is held by,
+// or its checkpoint was written by, a replica of another shop than
+// shopURL.
+func (h handles) owner(ctx context.Context, key, shopURL string) error {
+	conflict := func(who, shop string) error {
+		if shop == "" || SameShop(shop, shopURL) {
+			return nil
+		}
+		return &ShopConflictError{Key: key, Holder: who, HolderShop: shop, Shop: shopURL}
+	}
+	if h.lease != nil {
+		v, found, err := lease.New(h.lease, time.Second, lease.Config{Key: key}).Holder(ctx)
+		if err != nil {
+			return err
+		}
+		if found {
+			return conflict(v.Instance, v.Shop)
+		}
+	}
+	if h.ckpt != nil {
+		cp, found, err := lease.NewCheckpoints(h.ckpt, key).Read(ctx)
+		if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+			return err
+		}
+		if found {
+			return conflict(cp.Instance+" (its checkpoint)", cp.Shop)
+		}
 	}
 	return nil
 }

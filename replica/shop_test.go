@@ -82,3 +82,24 @@ func TestOtherShopRefused(t *testing.T) {
 		t.Errorf("CheckOwner of the same shop: %v", err)
 	}
 }
+
+// TestOtherShopsCheckpointRefused: with nobody holding the lease, the
+// group's checkpoint still names its shop: a replica of another shop under
+// the same key refuses to continue from it.
+func TestOtherShopsCheckpointRefused(t *testing.T) {
+	g := newGroup(t)
+	g.configure = func(name string, c *replica.Config) { c.ShopURL = "https://" + name + ".example" }
+	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	a.stop()
+	if cp, _ := g.checkpoint(); cp.Shop != "https://a.example" {
+		t.Fatalf("a's checkpoint names the shop %q", cp.Shop)
+	}
+	b := g.start("b", &pipeline{})
+	waitFor(t, "b refusing", func() bool { return strings.Contains(b.rep.Status().SetupErr, "https://a.example") })
+	if b.working() || b.rep.Status().Mirroring {
+		t.Errorf("b works or mirrors in shop a's group: %+v", b.rep.Status())
+	}
+	if m, _ := b.store.Meta(); !m.Watermark.IsZero() {
+		t.Errorf("b took shop a's watermark %v", m.Watermark)
+	}
+}
