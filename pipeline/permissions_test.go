@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/internal/e2e"
+	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/replica"
 	"github.com/orderwatch/orderwatch/shopid"
@@ -35,8 +36,8 @@ func TestLeastPrivilege(t *testing.T) {
 	shop := httptest.NewServer(sim)
 	defer shop.Close()
 
-	opts := server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
-	natsURL := "nats://127.0.0.1:%d" // completed once the server listens
+	var users []*server.User
+	natsURL := "" // set once the server listens
 	cfgs := map[string]func(instance string) *Config{}
 	for _, s := range []string{"a", "b"} {
 		cfgs[s] = func(instance string) *Config {
@@ -47,22 +48,13 @@ func TestLeastPrivilege(t *testing.T) {
 			return c
 		}
 		p := NATSPermissions(cfgs[s](""))
-		opts.Users = append(opts.Users, &server.User{Username: "shop-" + s, Password: "pw-" + s, Permissions: &server.Permissions{
+		users = append(users, &server.User{Username: "shop-" + s, Password: "pw-" + s, Permissions: &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: p.Publish}, Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
 			Response: &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute},
 		}})
 	}
-	opts.Users = append(opts.Users, &server.User{Username: "admin", Password: "admin"})
-	ns, err := server.NewServer(&opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS did not start")
-	}
-	defer ns.Shutdown()
-	natsURL = ns.ClientURL()
+	users = append(users, &server.User{Username: "admin", Password: "admin"})
+	natsURL = testnats.StartWith(t, func(o *server.Options) { o.Users = users }).ClientURL()
 
 	type run struct {
 		w    *Watcher

@@ -47,19 +47,15 @@ var ErrActive = errors.New("a replica of the group is active")
 // is created or deleted.
 func Reset(ctx context.Context, nc *nats.Conn, bucket string, keys []string, opt ResetOptions) (ResetReport, error) {
 	rep := ResetReport{Keys: keys}
-	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(5*time.Second))
+	h, err := existing(ctx, nc, bucket)
 	if err != nil {
 		return rep, err
 	}
-	lkv, err := js.KeyValue(ctx, bucket+"_lease")
-	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return rep, fmt.Errorf("bucket %s_lease: %w", bucket, err)
-	}
 	for _, key := range keys {
-		if lkv == nil {
+		if h.lease == nil {
 			break
 		}
-		v, found, err := lease.New(lkv, time.Second, lease.Config{Key: key}).Holder(ctx)
+		v, found, err := lease.New(h.lease, time.Second, lease.Config{Key: key}).Holder(ctx)
 		if err != nil {
 			return rep, err
 		}
@@ -71,22 +67,14 @@ func Reset(ctx context.Context, nc *nats.Conn, bucket string, keys []string, opt
 			}
 		}
 	}
-	ckv, err := js.KeyValue(ctx, bucket+"_checkpoint")
-	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return rep, fmt.Errorf("bucket %s_checkpoint: %w", bucket, err)
-	}
-	obs, err := js.ObjectStore(ctx, bucket+"_snapshot")
-	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return rep, fmt.Errorf("object store %s_snapshot: %w", bucket, err)
-	}
 	for _, key := range keys {
-		if ok, err := purge(ctx, ckv, key); err != nil {
+		if ok, err := purge(ctx, h.ckpt, key); err != nil {
 			return rep, fmt.Errorf("checkpoint %s: %w", key, err)
 		} else if ok {
 			rep.Checkpoints = append(rep.Checkpoints, key)
 		}
-		if obs != nil {
-			switch err := obs.Delete(ctx, key); {
+		if h.dumps != nil {
+			switch err := h.dumps.Delete(ctx, key); {
 			case err == nil:
 				rep.Dumps = append(rep.Dumps, key)
 			case !errors.Is(err, jetstream.ErrObjectNotFound):
@@ -94,7 +82,7 @@ func Reset(ctx context.Context, nc *nats.Conn, bucket string, keys []string, opt
 			}
 		}
 		if opt.Lease {
-			if ok, err := purge(ctx, lkv, key); err != nil {
+			if ok, err := purge(ctx, h.lease, key); err != nil {
 				return rep, fmt.Errorf("lease %s: %w", key, err)
 			} else if ok {
 				rep.Leases = append(rep.Leases, key)

@@ -27,21 +27,30 @@ import (
 // checkpoint, a lease or a dump under legacy and no checkpoint under key.
 // Buckets that do not exist hold nothing; nothing is created.
 func GroupKey(ctx context.Context, nc *nats.Conn, bucket, key, legacy string) (string, error) {
-	js, err := jetstream.New(nc)
+	h, err := existing(ctx, nc, bucket)
 	if err != nil {
 		return "", err
 	}
-	var h handles
+	return h.groupKey(ctx, key, legacy)
+}
+
+// existing binds the group's buckets that exist (nil: not there); it
+// creates none.
+func existing(ctx context.Context, nc *nats.Conn, bucket string) (h handles, err error) {
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(5*time.Second))
+	if err != nil {
+		return h, err
+	}
 	if h.lease, err = js.KeyValue(ctx, bucket+"_lease"); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return "", err
+		return h, fmt.Errorf("bucket %s_lease: %w", bucket, err)
 	}
 	if h.ckpt, err = js.KeyValue(ctx, bucket+"_checkpoint"); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return "", err
+		return h, fmt.Errorf("bucket %s_checkpoint: %w", bucket, err)
 	}
 	if h.dumps, err = js.ObjectStore(ctx, bucket+"_snapshot"); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return "", err
+		return h, fmt.Errorf("object store %s_snapshot: %w", bucket, err)
 	}
-	return h.groupKey(ctx, key, legacy)
+	return h, nil
 }
 
 // handles are the group's buckets (nil: not there).
@@ -114,15 +123,8 @@ func SameShop(a, b string) bool { return shopid.FromURL(a) == shopid.FromURL(b) 
 // shopURL (owner); nil when it is free, this shop's, or an earlier
 // version's (no shop named), or when the buckets do not exist yet.
 func CheckOwner(ctx context.Context, nc *nats.Conn, bucket, key, shopURL string) error {
-	js, err := jetstream.New(nc)
+	h, err := existing(ctx, nc, bucket)
 	if err != nil {
-		return err
-	}
-	var h handles
-	if h.lease, err = js.KeyValue(ctx, bucket+"_lease"); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return err
-	}
-	if h.ckpt, err = js.KeyValue(ctx, bucket+"_checkpoint"); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return err
 	}
 	return h.owner(ctx, key, shopURL)
