@@ -24,6 +24,7 @@ type wireState struct {
 // its tracked state before (nil on first sight) and after.
 type EventData struct {
 	ID      string
+	Source  string // the CloudEvents source
 	Type    Type
 	OrderID int64
 	Before  *State
@@ -34,9 +35,10 @@ type EventData struct {
 // Same as they went in.
 func DecodeEvent(b []byte) (EventData, error) {
 	var ev struct {
-		ID   string `json:"id"`
-		Type Type   `json:"type"`
-		Data struct {
+		ID     string `json:"id"`
+		Source string `json:"source"`
+		Type   Type   `json:"type"`
+		Data   struct {
 			OrderID *int64     `json:"orderId"`
 			Before  *wireState `json:"before"`
 			After   *wireState `json:"after"`
@@ -48,7 +50,7 @@ func DecodeEvent(b []byte) (EventData, error) {
 	if ev.Data.OrderID == nil || ev.Data.After == nil {
 		return EventData{}, fmt.Errorf("decode event %s: no data.orderId or data.after", ev.ID)
 	}
-	out := EventData{ID: ev.ID, Type: ev.Type, OrderID: *ev.Data.OrderID, After: ev.Data.After.state()}
+	out := EventData{ID: ev.ID, Source: ev.Source, Type: ev.Type, OrderID: *ev.Data.OrderID, After: ev.Data.After.state()}
 	if ev.Data.Before != nil {
 		b := ev.Data.Before.state()
 		out.Before = &b

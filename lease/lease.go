@@ -75,12 +75,15 @@ const DefaultTTL = 9 * time.Second
 
 // Value is what the key holds: who holds the lease.
 type Value struct {
-	Instance string    `json:"instance"`
-	Host     string    `json:"host"`
-	Nonce    string    `json:"nonce"` // random per process: two processes with one instance id differ here
-	File     string    `json:"file,omitempty"`
-	Since    time.Time `json:"since"`   // when this process acquired it (wall clock)
-	Expires  time.Time `json:"expires"` // informational: the writer's wall clock + TTL at the last renewal
+	Instance string `json:"instance"`
+	Host     string `json:"host"`
+	Nonce    string `json:"nonce"` // random per process: two processes with one instance id differ here
+	File     string `json:"file,omitempty"`
+	// Shop names the shop the group serves (the service URL): a replica
+	// of another shop under the same key refuses to join the group.
+	Shop    string    `json:"shop,omitempty"`
+	Since   time.Time `json:"since"`   // when this process acquired it (wall clock)
+	Expires time.Time `json:"expires"` // informational: the writer's wall clock + TTL at the last renewal
 }
 
 // Config configures a Lease.
@@ -95,6 +98,8 @@ type Config struct {
 	// once instead of after the TTL (a single replica restarts as fast as
 	// it did without the lease).
 	File string
+	// Shop names the shop in the value (Value.Shop); opaque here.
+	Shop string
 	// Renew is the time between renewals [TTL/3].
 	Renew time.Duration
 	// Margin is taken off the TTL for the local deadline [TTL/5].
@@ -136,8 +141,9 @@ type Lease struct {
 	first     chan struct{} // closed after the first attempt to acquire
 }
 
-// Key is the key of a group: the shop (its URL) and the stream, sanitized
-// to the key rules (letters, digits, '-', '_', '=' and '.' between tokens).
+// Key is the key of a group: the shop (its id, see package shopid; before
+// shop ids: its URL) and the stream, sanitized to the key rules (letters,
+// digits, '-', '_', '=' and '.' between tokens).
 func Key(shop, stream string) string {
 	clean := func(s string) string {
 		s = strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://")
@@ -296,7 +302,7 @@ func (l *Lease) Decided() <-chan struct{} { return l.first }
 func (l *Lease) Value() Value {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Since: l.since}
+	return Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Shop: l.cfg.Shop, Since: l.since}
 }
 
 // Holder reads the key: who holds the lease now (found false when nobody).
@@ -318,7 +324,7 @@ func (l *Lease) Holder(ctx context.Context) (v Value, found bool, err error) {
 func (l *Lease) Mine(v Value) bool { return v.Nonce == l.nonce }
 
 func (l *Lease) value(since time.Time) []byte {
-	b, _ := json.Marshal(Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Since: since.UTC(), Expires: l.cfg.Now().Add(l.ttl).UTC()})
+	b, _ := json.Marshal(Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Shop: l.cfg.Shop, Since: since.UTC(), Expires: l.cfg.Now().Add(l.ttl).UTC()})
 	return b
 }
 

@@ -38,10 +38,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/shopid"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -92,6 +94,11 @@ type Config struct {
 	Checkpoints   *lease.Checkpoints
 	Dumps         jetstream.ObjectStore
 	Key           string // the group's key (lease.Key): the dump's object name
+	// Shop is the shop's id (package shopid): only events whose
+	// Orderwatch-Shop header names it are applied; an event without the
+	// header (published before shop ids) only when its CloudEvents source
+	// is Source. Empty Shop: every event of the subjects is applied.
+	Shop, Source string
 	// Own names the records of the state file that belong to this replica's
 	// own file (besides RecordName) and that a checkpoint never replaces,
 	// e.g. the publisher's send mark, which counts this file's outbox.
@@ -475,10 +482,16 @@ func (m *Mirror) apply(batch jetstream.MessageBatch) (int, error) {
 			continue
 		}
 		last, pending = md.Sequence.Stream, int64(md.NumPending)
+		if !m.ownHeader(msg.Headers()) {
+			continue
+		}
 		d, err := diff.DecodeEvent(msg.Data())
 		if err != nil {
 			m.log.Warn("an event of the stream does not decode; skipped", "seq", md.Sequence.Stream, "subject", msg.Subject(), "err", err)
 			continue
+		}
+		if m.cfg.Shop != "" && msg.Headers().Get(shopid.Header) == "" && d.Source != m.cfg.Source {
+			continue // another shop's event from before shop ids
 		}
 		states = append(states, state.Mirrored{ID: d.OrderID, State: d.After})
 	}
@@ -508,6 +521,14 @@ func (m *Mirror) apply(batch jetstream.MessageBatch) (int, error) {
 		m.cfg.OnApplied(len(states))
 	}
 	return n, nil
+}
+
+// ownHeader says whether a message may be this shop's: its
+// Orderwatch-Shop header names this shop, or it has none (an event
+// published before shop ids: its source decides).
+func (m *Mirror) ownHeader(h nats.Header) bool {
+	shop := h.Get(shopid.Header)
+	return m.cfg.Shop == "" || shop == "" || shop == m.cfg.Shop
 }
 
 // streamChanged says whether info shows another incarnation of the stream

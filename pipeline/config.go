@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
+	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/publisher"
+	"github.com/orderwatch/orderwatch/shopid"
 )
 
 // EnvPrefix is the prefix of every configuration variable.
@@ -30,6 +32,7 @@ const EnvPrefix = "WATCHER"
 // when they drift).
 type Config struct {
 	PlentyURL          string        `envconfig:"PLENTY_URL" desc:"Base URL of the commerce REST service (https://shop.example); required"`
+	ShopID             string        `envconfig:"SHOP_ID" desc:"The shop's name in NATS (lease and checkpoint keys, snapshot objects, the stream's owner, header Orderwatch-Shop): a-z, 0-9, - and _; default derived from the service URL"`
 	PlentyUsername     string        `envconfig:"PLENTY_USERNAME" desc:"REST user; required"`
 	PlentyPassword     string        `envconfig:"PLENTY_PASSWORD" desc:"REST password; required unless WATCHER_PLENTY_PASSWORD_FILE is set"`
 	PlentyPasswordFile string        `envconfig:"PLENTY_PASSWORD_FILE" desc:"File holding the REST password (a mounted Secret)"`
@@ -141,6 +144,11 @@ func (c *Config) Validate() error {
 	case c.PlentyPassword == "":
 		return ConfigErrorf("%s_PLENTY_PASSWORD (or %s_PLENTY_PASSWORD_FILE) is required", EnvPrefix, EnvPrefix)
 	}
+	if c.ShopID != "" {
+		if err := shopid.Valid(c.ShopID); err != nil {
+			return ConfigErrorf("%s_SHOP_ID=%q: %v", EnvPrefix, c.ShopID, err)
+		}
+	}
 	if u, err := url.Parse(c.PlentyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return ConfigErrorf("%s_PLENTY_URL=%q: want http(s)://host", EnvPrefix, c.PlentyURL)
 	}
@@ -213,6 +221,28 @@ func validAddr(addr string) error {
 		return fmt.Errorf("bad port %q", port)
 	}
 	return nil
+}
+
+// Shop is the shop's id in force: WATCHER_SHOP_ID, or derived from the
+// service URL (shopid.FromURL).
+func (c *Config) Shop() string { return shopid.Resolve(c.ShopID, c.PlentyURL) }
+
+// GroupKey is the key of this shop's hot-standby group: its lease,
+// checkpoint and snapshot dump (lease.Key of the shop id and the stream).
+func (c *Config) GroupKey() string { return lease.Key(c.Shop(), c.Stream) }
+
+// LegacyGroupKey is the group's key before shop ids (lease.Key of the
+// service URL and the stream): a group whose state is under it keeps it
+// (replica.GroupKey).
+func (c *Config) LegacyGroupKey() string { return lease.Key(c.PlentyURL, c.Stream) }
+
+// EventSource is the events' CloudEvents source: WATCHER_SOURCE, default
+// the service URL.
+func (c *Config) EventSource() string {
+	if c.Source != "" {
+		return c.Source
+	}
+	return c.PlentyURL
 }
 
 // ScopeSplit parses WATCHER_SCOPE and WATCHER_SCOPE_JSON and splits them between

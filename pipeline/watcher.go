@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/publisher"
@@ -131,9 +130,13 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		OnDuplicate: func() { w.metrics.publishDups.Inc() },
 		OnLookup:    func(r string) { w.metrics.dedupLookups.WithLabelValues(r).Inc() },
 		Gate:        w.gate,
+		Shop:        cfg.Shop(), ShopURL: cfg.PlentyURL,
 	})
 	if err != nil {
 		return nil, ConfigErrorf("%v", err)
+	}
+	if err := w.refuseOtherShop(); err != nil {
+		return nil, err
 	}
 	if cfg.Lease && cfg.Stream != "" {
 		w.rep = w.newReplica()
@@ -162,6 +165,33 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 	return w, nil
 }
 
+// refuseOtherShop fails with a configuration error, naming both shops,
+// when the stream (JetStream mode) or the group's lease belongs to another
+// shop (publisher.ErrOtherShop, replica.ErrShopConflict). Other errors
+// (NATS slow, no permission to look) are left to the loops, which check
+// again and retry.
+func (w *Watcher) refuseOtherShop() error {
+	if !w.nc.IsConnected() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.pub.EnsureStream(ctx); errors.Is(err, publisher.ErrOtherShop) {
+		return ConfigErrorf("%v", err)
+	}
+	if !w.cfg.Lease || w.cfg.Stream == "" {
+		return nil
+	}
+	key, err := replica.GroupKey(ctx, w.nc, w.cfg.LeaseBucket, w.cfg.GroupKey(), w.cfg.LegacyGroupKey())
+	if err != nil {
+		return nil
+	}
+	if err := replica.CheckOwner(ctx, w.nc, w.cfg.LeaseBucket, key, w.cfg.PlentyURL); errors.Is(err, replica.ErrShopConflict) {
+		return ConfigErrorf("%v", err)
+	}
+	return nil
+}
+
 // newReplica builds the hot standby of the pipeline.
 func (w *Watcher) newReplica() *replica.Replica {
 	host, _ := os.Hostname()
@@ -171,7 +201,8 @@ func (w *Watcher) newReplica() *replica.Replica {
 	}
 	return replica.New(replica.Config{
 		NC: w.nc, Store: w.store, EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
-		Key: lease.Key(w.cfg.PlentyURL, w.cfg.Stream), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL,
+		Key: w.cfg.GroupKey(), LegacyKey: w.cfg.LegacyGroupKey(), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL,
+		Shop: w.cfg.Shop(), ShopURL: w.cfg.PlentyURL, Source: w.cfg.EventSource(),
 		Own: []string{publisher.PublisherRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
 	})
 }
@@ -182,10 +213,7 @@ func (w *Watcher) newReplica() *replica.Replica {
 func (w *Watcher) newWorkers() error {
 	cfg := w.cfg
 	scope, _ := cfg.ScopeSplit()
-	source := cfg.Source
-	if source == "" {
-		source = cfg.PlentyURL
-	}
+	source := cfg.EventSource()
 	client, err := plenty.New(plenty.Config{
 		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
 		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,

@@ -69,7 +69,8 @@ func TestTwoWatchersOnOneRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	start := func(shop string) *Watcher {
 		cfg := testConfig(t, "http://"+shop+".example", nats)
-		cfg.Lease = true // the hot standby's metrics too
+		cfg.Stream, cfg.SubjectPrefix = "ORDERS_"+shop, "orders_"+shop // two shops: a stream and a prefix each
+		cfg.Lease = true                                               // the hot standby's metrics too
 		w, err := New(cfg, Options{Logger: quiet(), Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"shop": shop}, reg), Gatherer: reg})
 		if err != nil {
 			t.Fatalf("shop %s: %v", shop, err)

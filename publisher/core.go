@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/orderwatch/orderwatch/shopid"
 )
 
 // drainCore is the core NATS mode: a batch is published in order, flushed
@@ -74,6 +76,9 @@ func (p *Publisher) coreBatch(ctx context.Context) (int, error) {
 			Subject: e.Subject,
 			Data:    e.Payload,
 			Header:  nats.Header{"Nats-Msg-Id": []string{e.ID}, "Content-Type": contentType},
+		}
+		if p.shop != nil {
+			m.Header[shopid.Header] = p.shop
 		}
 		if err := p.nc.PublishMsg(m); err != nil {
 			return 0, fmt.Errorf("publish %s (outbox entry %d): %w", e.Subject, e.Seq, notConnected(err))

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/shopid"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -30,7 +31,7 @@ func orderKey(subject string) string {
 	return subject[strings.LastIndexByte(subject, '.')+1:]
 }
 
-func newPending(e *state.OutboxEntry) *pending {
+func newPending(e *state.OutboxEntry, shop []string) *pending {
 	pe := &pending{seq: e.Seq, key: orderKey(e.Subject)}
 	pe.id[0] = e.ID
 	pe.msg = nats.Msg{
@@ -40,6 +41,9 @@ func newPending(e *state.OutboxEntry) *pending {
 			jetstream.MsgIDHeader: pe.id[:],
 			"Content-Type":        contentType,
 		},
+	}
+	if shop != nil {
+		pe.msg.Header[shopid.Header] = shop
 	}
 	return pe
 }
@@ -228,7 +232,7 @@ func (a *jsAttempt) run(ctx context.Context, untilEmpty bool, idle *time.Timer, 
 // the same order already held, or goes out now (or as soon as a slot frees).
 func (a *jsAttempt) admit(e *state.OutboxEntry) {
 	a.cursor = e.Seq
-	pe := newPending(e)
+	pe := newPending(e, a.p.shop)
 	if q, ok := a.busy[pe.key]; ok {
 		a.busy[pe.key] = append(q, pe)
 		a.waiting++

@@ -118,6 +118,13 @@ type Config struct {
 	MaxBytes int64
 	// Replicas of a created stream [1].
 	Replicas int
+	// Shop is the shop's id (package shopid): every message carries it in
+	// the Orderwatch-Shop header, and the stream is this shop's (its
+	// metadata, see EnsureStream). Empty: no header, no owner.
+	Shop string
+	// ShopURL names the shop (the service URL) in the stream's metadata
+	// and in the error when the stream is another shop's.
+	ShopURL string
 	// MaxInFlight is the number of async publishes awaiting a PubAck [256].
 	MaxInFlight int
 	// BatchSize is the number of outbox entries read per transaction [512].
@@ -165,6 +172,7 @@ type Publisher struct {
 
 	published atomic.Uint64
 	ensured   atomic.Bool // the stream was found or created and checked
+	shop      []string    // the Orderwatch-Shop header's value (nil: none); never modified
 
 	// Exactly-once past the duplicate window (sent.go); only the drain
 	// holding sem touches these but window and stream.
@@ -245,6 +253,9 @@ func New(nc *nats.Conn, outbox Outbox, cfg Config) (*Publisher, error) {
 		deleted:   make(chan struct{}),
 		results:   results{signal: make(chan struct{}, 1)},
 		firstSent: map[uint64]time.Time{},
+	}
+	if cfg.Shop != "" {
+		p.shop = []string{cfg.Shop}
 	}
 	if m, ok := outbox.(SendMarks); ok {
 		p.marks = m

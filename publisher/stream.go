@@ -74,6 +74,9 @@ func (p *Publisher) EnsureStream(ctx context.Context) error {
 	if err := p.checkStream(info, want); err != nil {
 		return err
 	}
+	if info, err = p.claim(ctx, s, info); err != nil {
+		return err
+	}
 	// The window that applies is the stream's, whatever the Config says.
 	p.window.Store(int64(info.Config.Duplicates))
 	p.stream.Store(s)
@@ -102,6 +105,7 @@ func (p *Publisher) createStream(ctx context.Context, want string) (jetstream.St
 		MaxAge:      p.cfg.MaxAge,
 		MaxBytes:    p.cfg.MaxBytes,
 		Replicas:    p.cfg.Replicas,
+		Metadata:    p.owner(),
 	}
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = -1
@@ -130,6 +134,88 @@ func (p *Publisher) createStream(ctx context.Context, want string) (jetstream.St
 		"duplicate_window", info.Config.Duplicates.String(), "max_age", info.Config.MaxAge.String(),
 		"max_bytes", info.Config.MaxBytes, "replicas", info.Config.Replicas)
 	return s, nil
+}
+
+// The stream's owner: the shop whose watcher created or first used it,
+// in the stream's metadata (NATS 2.10 on).
+const (
+	MetaShop    = "orderwatch.shop"     // the shop's id
+	MetaShopURL = "orderwatch.shop_url" // the service URL
+)
+
+// ErrOtherShop is matched by the error of EnsureStream when the stream
+// belongs to another shop (with ErrStream).
+var ErrOtherShop = errors.New("the stream belongs to another shop")
+
+// OwnerError: the stream's metadata names another shop.
+type OwnerError struct {
+	Stream, Owner, OwnerURL, Shop, ShopURL string
+}
+
+func (e *OwnerError) Error() string {
+	return fmt.Sprintf("stream %q belongs to the shop %s (%s), this watcher serves the shop %s (%s): "+
+		"give each shop its own stream and subject prefix (WATCHER_STREAM, WATCHER_SUBJECT_PREFIX)",
+		e.Stream, e.Owner, e.OwnerURL, e.Shop, e.ShopURL)
+}
+
+func (e *OwnerError) Unwrap() []error { return []error{ErrStream, ErrOtherShop} }
+
+// owner is the metadata naming this shop (nil without a shop).
+func (p *Publisher) owner() map[string]string {
+	if p.cfg.Shop == "" {
+		return nil
+	}
+	return map[string]string{MetaShop: p.cfg.Shop, MetaShopURL: p.cfg.ShopURL}
+}
+
+// claim checks the stream's owner: another shop's stream is refused
+// (*OwnerError); a stream without an owner (created by hand or by an
+// earlier version) is claimed for this shop, and read again: of two
+// shops claiming it at once, the one whose claim was written last owns
+// it, the other is refused once it reads the stream again (at its next
+// start or failure). A claim the server refuses (no permission to update
+// the stream) is logged and the stream used without an owner.
+func (p *Publisher) claim(ctx context.Context, s jetstream.Stream, info *jetstream.StreamInfo) (*jetstream.StreamInfo, error) {
+	if p.cfg.Shop == "" {
+		return info, nil
+	}
+	if err := p.checkOwner(info); err != nil || info.Config.Metadata[MetaShop] != "" {
+		return info, err
+	}
+	cfg := info.Config
+	meta := make(map[string]string, len(cfg.Metadata)+2)
+	for k, v := range cfg.Metadata {
+		meta[k] = v
+	}
+	for k, v := range p.owner() {
+		meta[k] = v
+	}
+	cfg.Metadata = meta
+	uctx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout)
+	defer cancel()
+	if _, err := p.js.UpdateStream(uctx, cfg); err != nil {
+		p.log.Warn("the stream has no owner and this watcher could not record its shop in the stream's metadata; "+
+			"another shop's watcher could use it too: allow $JS.API.STREAM.UPDATE."+p.cfg.Stream+", or set the metadata yourself",
+			"stream", p.cfg.Stream, "shop", p.cfg.Shop, "metadata", MetaShop, "err", err)
+		return info, nil
+	}
+	now, err := s.Info(uctx)
+	if err != nil {
+		return nil, p.apiError("look up", err)
+	}
+	if err := p.checkOwner(now); err != nil {
+		return now, err
+	}
+	p.log.Info("the stream had no owner: recorded this shop in its metadata", "stream", p.cfg.Stream, "shop", p.cfg.Shop)
+	return now, nil
+}
+
+func (p *Publisher) checkOwner(info *jetstream.StreamInfo) error {
+	owner := info.Config.Metadata[MetaShop]
+	if owner == "" || owner == p.cfg.Shop {
+		return nil
+	}
+	return &OwnerError{Stream: p.cfg.Stream, Owner: owner, OwnerURL: info.Config.Metadata[MetaShopURL], Shop: p.cfg.Shop, ShopURL: p.cfg.ShopURL}
 }
 
 // checkStream verifies an existing stream's configuration.

@@ -44,6 +44,8 @@ type group struct {
 	js     jetstream.JetStream
 	key    string
 	bucket string
+	// configure, when set, changes each member's configuration (start).
+	configure func(name string, c *replica.Config)
 }
 
 func newGroup(t *testing.T) *group {
@@ -157,12 +159,16 @@ func (g *group) start(name string, p *pipeline) *member {
 	}
 	p.store = st
 	m := &member{name: name, nc: nc, store: st, ckpt: &checkpointStore{Store: st}, p: p, logs: &e2e.LockedBuffer{}, done: make(chan struct{})}
-	m.rep = replica.New(replica.Config{
+	cfg := replica.Config{
 		NC: nc, Store: m.ckpt, Stream: stream, SubjectPrefix: "orders",
 		Key: g.key, Instance: name, Host: "h", Bucket: g.bucket, TTL: ttl,
 		Logger: slog.New(slog.NewTextHandler(m.logs, nil)),
 		Tuning: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second},
-	})
+	}
+	if g.configure != nil {
+		g.configure(name, &cfg)
+	}
+	m.rep = replica.New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go func() { defer close(m.done); m.rep.Run(ctx, p) }()

@@ -55,9 +55,17 @@ type Config struct {
 	EnsureStream  func(ctx context.Context) error
 	Stream        string
 	SubjectPrefix string
-	// Key is the group's key (lease.Key of the shop and the stream);
-	// Instance and Host name this replica in the lease.
-	Key, Instance, Host string
+	// Key is the group's key (lease.Key of the shop id and the stream);
+	// LegacyKey the key an earlier version used (lease.Key of the service
+	// URL and the stream), kept while the group's state is under it
+	// (GroupKey). Instance and Host name this replica in the lease.
+	Key, LegacyKey, Instance, Host string
+	// Shop is the shop's id (package shopid): the mirror applies only
+	// events published with it (or, without the header, with Source as
+	// their CloudEvents source). ShopURL is the service URL, named in the
+	// lease's value: a replica of another shop under the same key refuses
+	// to join (ShopConflictError).
+	Shop, ShopURL, Source string
 	// Bucket is the name prefix of the buckets <Bucket>_lease,
 	// <Bucket>_checkpoint and <Bucket>_snapshot.
 	Bucket string
@@ -105,6 +113,7 @@ type Replica struct {
 	lease  atomic.Pointer[lease.Lease]   // nil until NATS answered
 	mirror *mirror.Mirror                // set once by setup, before the lease
 	shown  atomic.Pointer[mirror.Mirror] // the same, for the readiness and the metrics
+	key    atomic.Pointer[string]        // the group's key in force (GroupKey), set by setup
 	ckpts  *lease.Checkpoints
 
 	changed     chan struct{} // the lease changed hands (cap 1)
@@ -236,7 +245,7 @@ type Report struct {
 
 // Report is the replica's part of the state report.
 func (r *Replica) Report() *Report {
-	rep := &Report{Key: r.cfg.Key, Instance: r.cfg.Instance, Role: "starting"}
+	rep := &Report{Key: r.Key(), Instance: r.cfg.Instance, Role: "starting"}
 	l := r.lease.Load()
 	if l == nil {
 		return rep
@@ -271,7 +280,11 @@ func (r *Replica) setup(ctx context.Context) bool {
 			return true
 		}
 		r.setupErr.Store(err.Error())
-		if !warned {
+		switch {
+		case warned:
+		case errors.Is(err, ErrShopConflict):
+			r.log.Error("hot standby: refusing to join the group of another shop; no call to the shop", "err", err)
+		default:
 			r.log.Warn("hot standby: the lease buckets cannot be reached yet; no call to the shop until this replica holds the lease", "err", err)
 		}
 		select {
@@ -296,22 +309,31 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	if err != nil {
 		return err
 	}
+	key, err := handles{lease: kv, ckpt: ckv, dumps: dumps}.groupKey(ctx, r.cfg.Key, r.cfg.LegacyKey)
+	if err != nil {
+		return err
+	}
+	if key != r.cfg.Key {
+		r.log.Info("hot standby: the group keeps the key of its earlier version (its lease, checkpoint or snapshot is there); watcher reset starts it over under the new key",
+			"key", key, "new_key", r.cfg.Key)
+	}
+	r.key.Store(&key)
 	if r.cfg.EnsureStream != nil {
 		if err := r.cfg.EnsureStream(ctx); err != nil {
 			return err
 		}
 	}
-	r.ckpts = lease.NewCheckpoints(ckv, r.cfg.Key)
+	r.ckpts = lease.NewCheckpoints(ckv, key)
 	r.mirror, err = mirror.New(mirror.Config{
 		JS: js, Stream: r.cfg.Stream, SubjectPrefix: r.cfg.SubjectPrefix, Store: r.cfg.Store,
-		Checkpoints: r.ckpts, Dumps: dumps, Key: r.cfg.Key, Logger: r.log, Own: r.cfg.Own,
+		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: r.cfg.Own,
 		OnApplied: func(n int) { r.applied.Add(float64(n)) },
 	})
 	if err != nil {
 		return err
 	}
 	l := lease.New(kv, ttl, lease.Config{
-		Key: r.cfg.Key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Logger: r.log,
+		Key: key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Shop: r.cfg.ShopURL, Logger: r.log,
 		Renew: r.cfg.Renew, Margin: r.cfg.Margin,
 		OnChange: func(bool) {
 			select {
@@ -320,10 +342,22 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 			}
 		},
 	})
+	if err := (handles{lease: kv, ckpt: ckv}).owner(ctx, key, r.cfg.ShopURL); err != nil {
+		return err
+	}
 	r.shown.Store(r.mirror)
 	r.lease.Store(l)
-	r.log.Info("hot standby: lease", "key", r.cfg.Key, "instance", r.cfg.Instance, "ttl", ttl.String(), "bucket", name+"_lease")
+	r.log.Info("hot standby: lease", "key", key, "instance", r.cfg.Instance, "ttl", ttl.String(), "bucket", name+"_lease")
 	return nil
+}
+
+// Key is the group's key in force: Config.Key, or Config.LegacyKey while
+// the group's state is under it (GroupKey); Config.Key before setup.
+func (r *Replica) Key() string {
+	if k := r.key.Load(); k != nil {
+		return *k
+	}
+	return r.cfg.Key
 }
 
 // otherHolds says whether another process holds the lease now (false when

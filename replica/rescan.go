@@ -60,7 +60,7 @@ func RequestRescan(ctx context.Context, nc *nats.Conn, key string, req RescanReq
 // serveRescan answers the group's rescan requests while this replica is
 // active; stop unsubscribes.
 func (r *Replica) serveRescan(p Pipeline) (stop func()) {
-	sub, err := r.cfg.NC.Subscribe(RescanSubject(r.cfg.Key), func(msg *nats.Msg) {
+	sub, err := r.cfg.NC.Subscribe(RescanSubject(r.Key()), func(msg *nats.Msg) {
 		rep := r.rescan(p, msg.Data)
 		b, _ := json.Marshal(rep)
 		_ = msg.Respond(b)

@@ -118,12 +118,14 @@ func (r *Replica) demote(ctx context.Context, ro *role) {
 		return
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	before, _ := r.cfg.Store.Meta()
 	err := r.mirror.Demoted(dctx)
 	cancel()
 	if err != nil {
 		r.log.Warn("standby: rewinding to the group's checkpoint failed; trying again", "err", err)
 		return
 	}
+	r.noteGroupWins(before)
 	ro.atStart = false
 	ro.stopMirror = r.startMirror(ctx)
 }
@@ -136,10 +138,12 @@ func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error 
 	start := time.Now()
 	tctx, cancel := context.WithTimeout(ctx, r.cfg.TakeoverLimit)
 	defer cancel()
+	before, _ := r.cfg.Store.Meta()
 	restored, err := r.mirror.Takeover(tctx, l, atStart)
 	if err != nil {
 		return err
 	}
+	r.noteGroupWins(before)
 	if err := l.Gate(); err != nil {
 		return err
 	}

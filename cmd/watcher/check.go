@@ -240,8 +240,12 @@ func (emptyOutbox) OutboxDepth() int                                { return 0 }
 // holds the lease of this shop and stream. Informational: no replica
 // holding it is a warning (none running, or a takeover under way).
 func checkLease(ctx context.Context, cfg *Config, nc *nats.Conn, w io.Writer) {
-	key := lease.Key(cfg.PlentyURL, cfg.Stream)
-	v, found, exists, err := replica.Holder(ctx, nc, cfg.LeaseBucket, key)
+	key, err := replica.GroupKey(ctx, nc, cfg.LeaseBucket, cfg.GroupKey(), cfg.LegacyGroupKey())
+	v, found, exists := lease.Value{}, false, false
+	if err == nil {
+		v, found, exists, err = replica.Holder(ctx, nc, cfg.LeaseBucket, key)
+	}
+	fmt.Fprintf(w, "ok   shop %s (WATCHER_SHOP_ID, or derived from the service URL)\n", cfg.Shop())
 	switch {
 	case err != nil:
 		fmt.Fprintf(w, "WARN lease: %v\n", err)

@@ -76,6 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runState(ctx, args, stdout, stderr)
 	case "rescan":
 		return runRescan(ctx, args, stdout, stderr) // rescan.go
+	case "reset":
+		return runReset(ctx, args, stdout, stderr) // reset.go
 	}
 	fmt.Fprintf(stderr, "watcher: unknown command %q (try: watcher help)\n", cmd)
 	return exitConfig
@@ -104,6 +106,10 @@ Commands:
                        Asks the active replica (through NATS) to read the period from T again
                        against its snapshot and publish only real differences (a repair after
                        an incident of the service). T: RFC 3339 or a duration back (6h).
+  reset [flags]        Starts this shop's group over: clears its checkpoint and snapshot dump in
+                       NATS (-lease: the lease too); refuses while a replica is active unless
+                       -force. Then delete the replicas' state files: the first sweep starts at
+                       WATCHER_START_FROM.
   version              The version, VCS revision and Go version of this binary.
   help                 This text and the configuration table.
 

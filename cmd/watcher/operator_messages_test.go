@@ -112,7 +112,7 @@ func TestSubcommandHelp(t *testing.T) {
 	t.Setenv("WATCHER_NATS_URL", "nats://"+closedAddr(t))
 	t.Setenv("WATCHER_HTTP_ADDR", "127.0.0.1:0")
 
-	for _, cmd := range []string{"run", "check", "state", "demo"} {
+	for _, cmd := range []string{"run", "check", "state", "demo", "reset"} {
 		for _, flag := range []string{"-h", "--help"} {
 			var out, errOut bytes.Buffer
 			code := run(t.Context(), []string{cmd, flag}, &out, &errOut)

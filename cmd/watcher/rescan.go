@@ -7,7 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/orderwatch/orderwatch/lease"
+	"github.com/nats-io/nats.go"
+
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/replica"
 )
@@ -46,27 +47,18 @@ func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "watcher rescan:", err)
 		return exitConfig
 	}
-	cfg, err := envConfig()
-	if err == nil {
-		err = readFiles(cfg)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "watcher rescan: configuration:", err)
-		return exitConfig
-	}
-	nc, err := publisher.Connect(cfg.NATS("orderwatch-rescan"))
-	if err != nil {
-		fmt.Fprintln(stderr, "watcher rescan: NATS:", err)
-		return exitFail
+	cfg, nc, code := groupConn(ctx, "rescan", stderr)
+	if nc == nil {
+		return code
 	}
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := waitConnected(rctx, nc.IsConnected, 10*time.Second); err != nil {
-		fmt.Fprintln(stderr, "watcher rescan: NATS:", err)
-		return exitFail
+	key, err := replica.GroupKey(rctx, nc, cfg.LeaseBucket, cfg.GroupKey(), cfg.LegacyGroupKey())
+	rep := replica.RescanReply{}
+	if err == nil {
+		rep, err = replica.RequestRescan(rctx, nc, key, req)
 	}
-	rep, err := replica.RequestRescan(rctx, nc, lease.Key(cfg.PlentyURL, cfg.Stream), req)
 	if err != nil {
 		fmt.Fprintln(stderr, "watcher rescan:", err)
 		return exitFail
@@ -76,4 +68,29 @@ func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitFail
 	}
 	return exitOK
+}
+
+// groupConn is what `watcher rescan` and `watcher reset` share: the
+// configuration (not validated: only the group's settings matter) and a
+// connection to NATS (nil and the exit status when either fails).
+func groupConn(ctx context.Context, cmd string, stderr io.Writer) (*Config, *nats.Conn, int) {
+	cfg, err := envConfig()
+	if err == nil {
+		err = readFiles(cfg)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "watcher %s: configuration: %v\n", cmd, err)
+		return nil, nil, exitConfig
+	}
+	nc, err := publisher.Connect(cfg.NATS("orderwatch-" + cmd))
+	if err == nil {
+		if err = waitConnected(ctx, nc.IsConnected, 10*time.Second); err != nil {
+			nc.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "watcher %s: NATS: %v\n", cmd, err)
+		return nil, nil, exitFail
+	}
+	return cfg, nc, exitOK
 }

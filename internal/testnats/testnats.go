@@ -13,7 +13,17 @@ import (
 // temporary store directory; it is shut down when the test ends.
 func Start(tb testing.TB) *server.Server {
 	tb.Helper()
+	return StartWith(tb, nil)
+}
+
+// StartWith is Start with options changed by configure (users and their
+// permissions, say) before the server starts.
+func StartWith(tb testing.TB, configure func(*server.Options)) *server.Server {
+	tb.Helper()
 	opts := server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: tb.TempDir(), NoSigs: true, NoLog: true}
+	if configure != nil {
+		configure(&opts)
+	}
 	ns, err := server.NewServer(&opts)
 	if err != nil {
 		tb.Fatal(err)

@@ -1,0 +1,98 @@
+package replica_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/replica"
+)
+
+const groupWins = "not from WATCHER_START_FROM"
+
+// TestNewStateFileContinuesFromTheGroupLogged: a single replica's state
+// file deleted (a new claim) continues from the group's checkpoint, not
+// from WATCHER_START_FROM; that used to show only as
+// restored_from_group=true. Now a warning says so and names the way to
+// start over. A standby that starts with a new file says the same.
+func TestNewStateFileContinuesFromTheGroupLogged(t *testing.T) {
+	g := newGroup(t)
+	wm := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	a := g.activeWithCheckpoint(&pipeline{}, wm)
+	s := g.start("s", &pipeline{}) // a standby with a new file
+	waitFor(t, "s mirroring", func() bool { return s.rep.Status().Mirroring })
+	a.stop() // releases the lease: the standby takes over; b below then waits
+	waitFor(t, "s active", s.working)
+	s.stop()
+	b := g.start("b", &pipeline{}) // a new file in a's place
+	waitFor(t, "b active", b.working)
+	if m, _ := b.store.Meta(); !m.Watermark.Equal(wm) {
+		t.Errorf("b's watermark %v, want the group's %v", m.Watermark, wm)
+	}
+	for _, m := range []*member{s, b} {
+		if !strings.Contains(m.logs.String(), groupWins) || !strings.Contains(m.logs.String(), "watcher reset") {
+			t.Errorf("%s's log does not say that the group's checkpoint wins:\n%s", m.name, m.logs)
+		}
+	}
+	if strings.Contains(a.logs.String(), groupWins) {
+		t.Errorf("a's own file said the group's checkpoint wins:\n%s", a.logs)
+	}
+}
+
+// TestResetStartsTheGroupOver: watcher reset refuses while a replica is
+// active (nothing cleared), and with the group stopped clears the
+// checkpoint and the snapshot dump under the shop's key and the earlier
+// version's; a new state file then starts from its own start.
+func TestResetStartsTheGroupOver(t *testing.T) {
+	g := newGroup(t)
+	ctx := context.Background()
+	legacy := lease.Key("https://old.example", stream)
+	wm := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	a := g.activeWithCheckpoint(&pipeline{}, wm)
+	obs, err := g.js.ObjectStore(ctx, g.bucket+"_snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{g.key, legacy} {
+		if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: k}, bytes.NewReader([]byte("dump"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := []string{g.key, legacy}
+	rep, err := replica.Reset(ctx, a.nc, g.bucket, keys, replica.ResetOptions{})
+	if !errors.Is(err, replica.ErrActive) || rep.Holder.Instance != "a" || !strings.Contains(err.Error(), "a (host h)") {
+		t.Fatalf("Reset while a is active: %+v, %v; want ErrActive naming a", rep, err)
+	}
+	if _, found := g.checkpoint(); !found {
+		t.Fatal("a refused reset cleared the checkpoint")
+	}
+	a.stop()
+	rep, err = replica.Reset(ctx, a.nc, g.bucket, keys, replica.ResetOptions{Lease: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rep.Checkpoints, ",") != g.key || strings.Join(rep.Dumps, ",") != g.key+","+legacy {
+		t.Errorf("cleared checkpoints %v, dumps %v; want %s's checkpoint and both dumps", rep.Checkpoints, rep.Dumps, g.key)
+	}
+	if _, found := g.checkpoint(); found {
+		t.Error("the checkpoint is still there")
+	}
+	if _, err := obs.GetInfo(ctx, g.key); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Errorf("the dump is still there: %v", err)
+	}
+	b := g.start("b", &pipeline{})
+	waitFor(t, "b active", b.working)
+	if m, _ := b.store.Meta(); !m.Watermark.IsZero() || strings.Contains(b.logs.String(), groupWins) {
+		t.Errorf("b after the reset: watermark %v (want none: its own start)\n%s", m.Watermark, b.logs)
+	}
+	// Forced, while b is active: cleared although b holds the lease.
+	if _, err := replica.Reset(ctx, b.nc, g.bucket, keys, replica.ResetOptions{Force: true}); err != nil {
+		t.Errorf("forced Reset: %v", err)
+	}
+}
