@@ -232,6 +232,9 @@ type Report struct {
 	Deadline  time.Time `json:"deadline,omitzero"` // this replica's own (active)
 	LagEvents int64     `json:"standbyLagEvents"`
 	Seq       uint64    `json:"mirroredSeq"`
+	// Unproven says why this replica's snapshot may miss events of the
+	// group (mirror.Unproven); "" when it holds every one.
+	Unproven string `json:"unproven,omitempty"`
 }
 
 // Report is the replica's part of the state report.
@@ -248,7 +251,7 @@ func (r *Replica) Report() *Report {
 	h, _ := r.holder.Load().(lease.Value)
 	rep.Holder, rep.HolderAt, rep.Since = h.Instance, h.Host, h.Since
 	if m := r.shown.Load(); m != nil {
-		rep.LagEvents, rep.Seq = m.Lag(), m.Seq()
+		rep.LagEvents, rep.Seq, rep.Unproven = m.Lag(), m.Seq(), m.Unproven()
 		if rep.Role == "active" {
 			rep.LagEvents = 0
 		}
