@@ -108,10 +108,17 @@ func standbyReady(s Status) (bool, string) {
 		return false, "standby: not mirroring the stream yet"
 	case !r.CaughtUp:
 		return false, fmt.Sprintf("standby: behind the stream by %d events", r.Lag)
-	case r.Holder == "":
-		return true, "standby: caught up with the stream; no replica holds the lease right now"
 	}
-	return true, fmt.Sprintf("standby: caught up with the stream; active replica %s", r.Holder)
+	text := fmt.Sprintf("standby: caught up with the stream; active replica %s", r.Holder)
+	if r.Holder == "" {
+		text = "standby: caught up with the stream; no replica holds the lease right now"
+	}
+	if r.Unproven != "" {
+		// Ready (a rollout proceeds), but said: a takeover now publishes,
+		// for an order changed in the gap, a before of this snapshot.
+		text += "; snapshot unproven until the active's next dump: " + r.Unproven
+	}
+	return true, text
 }
 
 // loginHeldText says why the sweeps cannot log in ("login refused until T

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
@@ -47,8 +48,13 @@ type group struct {
 }
 
 func newGroup(t *testing.T) *group {
-	ns := testnats.Start(t)
-	nc, err := nats.Connect(ns.ClientURL())
+	return newGroupOn(t, testnats.Start(t).ClientURL(), 1)
+}
+
+// newGroupOn is a group on the NATS server (or cluster) at url, with a
+// stream of the replicas given.
+func newGroupOn(t *testing.T, url string, replicas int) *group {
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +63,11 @@ func newGroup(t *testing.T) *group {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = js.CreateStream(context.Background(), jetstream.StreamConfig{Name: stream, Subjects: []string{"orders.>"}})
+	_, err = js.CreateStream(context.Background(), jetstream.StreamConfig{Name: stream, Subjects: []string{"orders.>"}, Replicas: replicas})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &group{t: t, url: ns.ClientURL(), js: js, key: lease.Key(shop, stream), bucket: "test"}
+	return &group{t: t, url: url, js: js, key: lease.Key(shop, stream), bucket: "test"}
 }
 
 // pipeline records the loop's requests.
@@ -127,6 +133,7 @@ type member struct {
 	rep   *replica.Replica
 	p     *pipeline
 	logs  *e2e.LockedBuffer
+	reg   *prometheus.Registry
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -156,8 +163,9 @@ func (g *group) start(name string, p *pipeline) *member {
 		t.Fatal(err)
 	}
 	p.store = st
-	m := &member{name: name, nc: nc, store: st, ckpt: &checkpointStore{Store: st}, p: p, logs: &e2e.LockedBuffer{}, done: make(chan struct{})}
+	m := &member{name: name, nc: nc, store: st, ckpt: &checkpointStore{Store: st}, p: p, logs: &e2e.LockedBuffer{}, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	m.rep = replica.New(replica.Config{
+		Registerer: m.reg,
 		NC: nc, Store: m.ckpt, Stream: stream, SubjectPrefix: "orders",
 		Key: g.key, Instance: name, Host: "h", Bucket: g.bucket, TTL: ttl,
 		Logger: slog.New(slog.NewTextHandler(m.logs, nil)),

@@ -10,6 +10,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,10 @@ type Config struct {
 	Bucket string
 	// TTL is the lease's time to live for a bucket this replica creates.
 	TTL time.Duration
+	// Replicas of the buckets (lease, checkpoint, snapshot): 0 follows the
+	// stream's, so that on a NATS cluster no single node holds the group's
+	// lease while the stream survives its loss.
+	Replicas int
 	// Own names the records of this replica's own file a checkpoint never
 	// replaces (mirror.Config.Own).
 	Own []string
@@ -167,6 +172,14 @@ func (r *Replica) register(reg prometheus.Registerer) {
 			}
 			return 0
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_standby_unproven", Help: "1 while this replica's snapshot cannot be proven to hold every event of the group (the stream was created again or lost events before it read them; see the state report), until the active's next snapshot dump.",
+		}, func() float64 {
+			if m := r.shown.Load(); m != nil && m.Unproven() != "" {
+				return 1
+			}
+			return 0
+		}),
 	)
 }
 
@@ -206,6 +219,10 @@ type Status struct {
 	CaughtUp  bool   // the mirror applied the stream up to 10 s ago
 	Lag       int64  // events not applied yet
 	Holder    string // the instance holding the lease ("" none)
+	// Unproven says why the snapshot may miss events of the group
+	// (mirror.Unproven): reported, not a reason to be unready (a rollout
+	// must proceed; the active's next dump proves it again).
+	Unproven string
 }
 
 // Status reads the replica's status now.
@@ -214,7 +231,7 @@ func (r *Replica) Status() Status {
 	s.SetupErr, _ = r.setupErr.Load().(string)
 	if m := r.shown.Load(); m != nil {
 		s.Mirroring = r.mirrorAlive.Load()
-		s.CaughtUp, s.Lag = m.CaughtUp(10*time.Second), m.Lag()
+		s.CaughtUp, s.Lag, s.Unproven = m.CaughtUp(10*time.Second), m.Lag(), m.Unproven()
 	}
 	h, _ := r.holder.Load().(lease.Value)
 	s.Holder = h.Instance
@@ -287,22 +304,32 @@ func (r *Replica) setup(ctx context.Context) bool {
 
 func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	name := r.cfg.Bucket
-	kv, ttl, err := lease.Bucket(ctx, js, name+"_lease", r.cfg.TTL)
-	if err != nil {
-		return err
-	}
-	ckv, err := lease.CheckpointBucket(ctx, js, name+"_checkpoint")
-	if err != nil {
-		return err
-	}
-	dumps, err := mirror.DumpBucket(ctx, js, name+"_snapshot")
-	if err != nil {
-		return err
-	}
+	// The stream first: the buckets' replicas follow its own.
 	if r.cfg.EnsureStream != nil {
 		if err := r.cfg.EnsureStream(ctx); err != nil {
 			return err
 		}
+	}
+	replicas := r.cfg.Replicas
+	if replicas <= 0 {
+		s, err := js.Stream(ctx, r.cfg.Stream)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", r.cfg.Stream, err)
+		}
+		replicas = max(s.CachedInfo().Config.Replicas, 1)
+	}
+	opts := []lease.BucketOption{lease.Replicas(replicas), lease.BucketLogger(r.log)}
+	kv, ttl, err := lease.Bucket(ctx, js, name+"_lease", r.cfg.TTL, opts...)
+	if err != nil {
+		return err
+	}
+	ckv, err := lease.CheckpointBucket(ctx, js, name+"_checkpoint", opts...)
+	if err != nil {
+		return err
+	}
+	dumps, err := mirror.DumpBucket(ctx, js, name+"_snapshot", opts...)
+	if err != nil {
+		return err
 	}
 	r.ckpts = lease.NewCheckpoints(ckv, r.cfg.Key)
 	r.mirror, err = mirror.New(mirror.Config{
@@ -325,8 +352,23 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	})
 	r.shown.Store(r.mirror)
 	r.lease.Store(l)
-	r.log.Info("hot standby: lease", "key", r.cfg.Key, "instance", r.cfg.Instance, "ttl", ttl.String(), "bucket", name+"_lease")
+	r.log.Info("hot standby: lease", "key", r.cfg.Key, "instance", r.cfg.Instance, "ttl", ttl.String(), "bucket", name+"_lease", "replicas", replicas)
 	return nil
+}
+
+// checkpointFailed logs a failed checkpoint write (or takeover): one the
+// group's checkpoint refused because another replica writes it names that
+// writer (the lease is demoted then).
+func (r *Replica) checkpointFailed(msg string, err error) {
+	var fe *lease.ForeignError
+	switch {
+	case errors.As(err, &fe):
+		r.log.Warn(msg+": another replica writes the group's checkpoint, so this one is not the active one and stops", "writer", fe.Writer.Instance, "writer_nonce", fe.Writer.Nonce, "writer_tenure", fe.Writer.Epoch)
+	case errors.Is(err, lease.ErrNotWriter):
+		r.log.Warn(msg+": another replica writes the group's checkpoint, so this one is not the active one and stops", "err", err)
+	default:
+		r.log.Warn(msg, "err", err)
+	}
 }
 
 // otherHolds says whether another process holds the lease now (false when

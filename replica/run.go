@@ -61,7 +61,7 @@ func (r *Replica) Run(ctx context.Context, p Pipeline) (stopAt time.Time, left i
 		if left == 0 {
 			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if _, err := r.mirror.Committed(cctx, l); err != nil {
-				r.log.Warn("the last checkpoint was not written; the standby starts from the one before", "err", err)
+				r.checkpointFailed("the last checkpoint was not written; the standby starts from the one before", err)
 			}
 			cancel()
 		}
@@ -87,7 +87,7 @@ func (r *Replica) promote(ctx context.Context, p Pipeline, ro *role) {
 		ro.stopMirror = nil
 	}
 	if err := r.takeover(ctx, p, ro.atStart); err != nil {
-		r.log.Warn("taking over failed; trying again", "err", err)
+		r.checkpointFailed("taking over failed; trying again", err)
 		return
 	}
 	ro.atStart = false
@@ -178,7 +178,7 @@ func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 				return
 			}
 			if _, err := r.mirror.Committed(ctx, r.lease.Load()); err != nil && ctx.Err() == nil {
-				r.log.Warn("writing the checkpoint failed", "err", err)
+				r.checkpointFailed("writing the checkpoint failed", err)
 			}
 		}
 	}()

@@ -106,6 +106,9 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 			} else {
 				report(err, fmt.Sprintf("stream %s captures %s.> with a duplicate window", cfg.Stream, cfg.SubjectPrefix), "stream "+cfg.Stream)
 			}
+			f, err := serverFeatures(ctx, nc)
+			report(err, "NATS server "+f.Version+fmt.Sprintf(" (JetStream API level %d)", f.APILevel), "NATS server "+f.Version)
+			writeLacks(stdout, f)
 			if cfg.Lease {
 				checkLease(ctx, cfg, nc, stdout)
 			}
@@ -272,6 +275,22 @@ type emptyOutbox struct{}
 func (emptyOutbox) Outbox(uint64, int) ([]state.OutboxEntry, error) { return nil, nil }
 func (emptyOutbox) DeleteOutbox(...uint64) error                    { return nil }
 func (emptyOutbox) OutboxDepth() int                                { return 0 }
+
+// serverFeatures asks the NATS server for its version and what it offers.
+func serverFeatures(ctx context.Context, nc *nats.Conn) (lease.ServerFeatures, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return lease.ServerFeatures{Version: nc.ConnectedServerVersion()}, err
+	}
+	return lease.Server(ctx, js)
+}
+
+// writeLacks warns once for each thing the server lacks.
+func writeLacks(w io.Writer, f lease.ServerFeatures) {
+	for _, l := range f.Lacks() {
+		fmt.Fprintf(w, "WARN NATS server %s lacks %s\n", f.Version, l)
+	}
+}
 
 // checkLease is `watcher check`'s line about the hot-standby group: who
 // holds the lease of this shop and stream. Informational: no replica
