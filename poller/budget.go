@@ -9,6 +9,10 @@ import (
 	"github.com/orderwatch/orderwatch/plenty"
 )
 
+// maxDailyLimit bounds a restored record's daily limit: ten times the
+// largest contract's (282,000 calls a day); beyond it the record is damaged.
+const maxDailyLimit = 3_000_000
+
 // longPeriod is the length of the service's long throttling period (a day).
 const longPeriod = 24 * time.Hour
 
@@ -44,6 +48,8 @@ type Budget struct {
 
 	next time.Time     // no sweep before this (Run; persisted)
 	gap  time.Duration // the gap next was derived from
+
+	empty bool // starts empty, not full, once the limit is named (StartEmpty)
 }
 
 // NewBudget returns an empty budget for share (0 < share <= 1); it fills
@@ -70,7 +76,7 @@ func (b *Budget) refill(now time.Time, th plenty.Throttle) {
 	if long.Present && long.Limit > 0 && long.Limit != b.limit {
 		full := b.limit == 0
 		b.limit = long.Limit
-		if full {
+		if full && !b.empty {
 			b.level = b.capacity()
 		}
 	}
@@ -99,13 +105,26 @@ func (b *Budget) avail(th plenty.Throttle) float64 {
 
 // Spend takes a sweep's calls from the bucket.
 func (b *Budget) Spend(now time.Time, calls int, th plenty.Throttle) {
-	b.refill(now, th)
-	if b.limit > 0 {
-		b.level -= float64(calls)
-	}
+	b.Charge(now, calls, th)
+	b.Cost(calls)
+}
+
+// Cost notes what a sweep cost in all (the pace follows it) without
+// charging it: its calls were charged as they went out (Charge).
+func (b *Budget) Cost(calls int) {
 	b.costs = append(b.costs, calls)
 	if len(b.costs) > 5 {
 		b.costs = b.costs[1:]
+	}
+}
+
+// StartEmpty makes a budget that knows no level start empty instead of
+// full once the service names its limit: a state file that shows earlier
+// work but holds no budget record was left by a process killed before it
+// saved one, whose calls are not known.
+func (b *Budget) StartEmpty() {
+	if b.limit == 0 {
+		b.empty = true
 	}
 }
 
@@ -278,16 +297,21 @@ func (b *Budget) Snapshot() BudgetState {
 // and the next sweep not before the saved time. A local clock set back
 // since (now before At) refills nothing; a restored wait for the next
 // sweep never exceeds the gap it was derived from. A state with no limit
-// (the service never named it) restores nothing but the costs.
+// (the service never named it), or a damaged one, restores nothing; the
+// level and the costs of a record are clamped (see below).
 func (b *Budget) Restore(s BudgetState, now time.Time) {
-	b.costs = slices.Clone(s.Costs)
-	if len(b.costs) > 5 {
-		b.costs = b.costs[len(b.costs)-5:]
+	b.costs = nil
+	if s.Limit <= 0 || s.Limit > maxDailyLimit || s.At.IsZero() || math.IsNaN(s.Level) || math.IsInf(s.Level, 0) {
+		return // a damaged record: nothing known (the costs mean nothing without a limit either)
 	}
-	if s.Limit <= 0 || s.At.IsZero() || math.IsNaN(s.Level) || math.IsInf(s.Level, 0) {
-		return
+	b.limit, b.at = s.Limit, s.At
+	// A damaged record must not stop the sweeps for good: the level within
+	// a day's share of debt and the bucket's size, each cost within the
+	// bucket's size (the pace at the floor stays within hours).
+	b.level = min(max(s.Level, -b.share*float64(b.limit)), b.capacity())
+	for _, c := range s.Costs[max(len(s.Costs)-5, 0):] {
+		b.costs = append(b.costs, min(max(c, 0), int(math.Ceil(b.capacity()))))
 	}
-	b.limit, b.level, b.at = s.Limit, s.Level, s.At
 	if now.Before(s.At) {
 		b.at = now // the clock went back: what passed is unknown, nothing is refilled
 	}
