@@ -169,7 +169,7 @@ func (w *Watcher) newReplica() *replica.Replica {
 	return replica.New(replica.Config{
 		NC: w.nc, Store: w.store, EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
 		Key: lease.Key(w.cfg.PlentyURL, w.cfg.Stream), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
-		Own: []string{publisher.PublisherRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
+		Own: []string{publisher.PublisherRecord}, Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
 	})
 }
 
@@ -186,7 +186,7 @@ func (w *Watcher) newWorkers() error {
 	client, err := plenty.New(plenty.Config{
 		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
 		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
-		UserAgent: w.userAgent(), Tokens: w.store, Sessions: w.store, Waits: w.store,
+		UserAgent: w.userAgent(), Tokens: w.store, Sessions: w.records(), Waits: w.records(),
 		Logger:     w.log.With("component", "client"),
 		Gate:       w.gate,
 		OnResponse: func(c plenty.CallInfo) { w.metrics.observeCall(c) },
@@ -224,6 +224,16 @@ func (w *Watcher) newWorkers() error {
 	})
 	w.work.Store(&workers{client: client, poll: poll, timings: timings})
 	return nil
+}
+
+// records is the state file's records as the client and the poller save
+// them: with the hot standby, a change of the waits, the sessions or the
+// budget reaches the group at once (replica.Records).
+func (w *Watcher) records() replica.RecordStore {
+	if w.rep == nil {
+		return w.store
+	}
+	return w.rep.Records(w.store)
 }
 
 // cl is the current client (replaced at a takeover).
@@ -314,7 +324,7 @@ func (w *Watcher) start(ctx context.Context) (stop func(flush bool) int) {
 		_ = wk.poll.Run(ctx, poller.RunConfig{
 			Interval: w.cfg.PollInterval, CallShare: w.cfg.CallShare,
 			Throttle: wk.client.Throttle, OnSweep: w.onSweep, Timings: wk.timings,
-			Calls: wk.client.Calls, Records: w.store,
+			Calls: wk.client.Calls, Records: w.records(),
 		})
 	}()
 	go func() {

@@ -168,6 +168,7 @@ func (g *group) start(name string, p *pipeline) *member {
 		Registerer: m.reg,
 		NC:         nc, Store: m.ckpt, Stream: stream, SubjectPrefix: "orders",
 		Key: g.key, Instance: name, Host: "h", Bucket: g.bucket, TTL: ttl,
+		Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, "budget"},
 		Logger: slog.New(slog.NewTextHandler(m.logs, nil)),
 		Tuning: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second},
 	})

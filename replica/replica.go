@@ -71,6 +71,10 @@ type Config struct {
 	// Own names the records of this replica's own file a checkpoint never
 	// replaces (mirror.Config.Own).
 	Own []string
+	// Limits names the records that bind the shop's calls (the waits, the
+	// sessions, the budget): the active writes them to the group when one
+	// is saved through Records (limits.go).
+	Limits []string
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // the hot standby's metrics; nil: none
@@ -111,6 +115,8 @@ type Replica struct {
 	mirror *mirror.Mirror                // set once by setup, before the lease
 	shown  atomic.Pointer[mirror.Mirror] // the same, for the readiness and the metrics
 	ckpts  *lease.Checkpoints
+	ckv    jetstream.KeyValue // the checkpoint bucket (the limits key too)
+	limits chan struct{}      // a record of Config.Limits was saved (cap 1)
 
 	changed     chan struct{} // the lease changed hands (cap 1)
 	swept       chan struct{} // a verified sweep committed (cap 1)
@@ -131,7 +137,7 @@ func New(cfg Config) *Replica {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Replica{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}, 1), swept: make(chan struct{}, 1)}
+	r := &Replica{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}, 1), swept: make(chan struct{}, 1), limits: make(chan struct{}, 1)}
 	r.holder.Store(lease.Value{})
 	r.setupErr.Store("")
 	r.register(cfg.Registerer)
@@ -331,7 +337,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	if err != nil {
 		return err
 	}
-	r.ckpts = lease.NewCheckpoints(ckv, r.cfg.Key)
+	r.ckpts, r.ckv = lease.NewCheckpoints(ckv, r.cfg.Key), ckv
 	r.mirror, err = mirror.New(mirror.Config{
 		JS: js, Stream: r.cfg.Stream, SubjectPrefix: r.cfg.SubjectPrefix, Store: r.cfg.Store,
 		Checkpoints: r.ckpts, Dumps: dumps, Key: r.cfg.Key, Logger: r.log, Own: r.cfg.Own,

@@ -2,7 +2,10 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/orderwatch/orderwatch/lease"
 )
 
 // role is what runs in this process: the pipeline's loops with the
@@ -10,6 +13,7 @@ import (
 type role struct {
 	stopWork   func(flush bool) int
 	stopCkpt   func()
+	stopLimits func()
 	stopRescan func()
 	stopMirror func()
 	// atStart: nothing ran since the process started or since a demotion
@@ -58,6 +62,12 @@ func (r *Replica) Run(ctx context.Context, p Pipeline) (stopAt time.Time, left i
 		ro.stopRescan()
 		ro.stopCkpt()
 		left = ro.stopWork(true)
+		ro.stopLimits()
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := r.writeLimits(cctx); err != nil {
+			r.log.Warn("the group's last limits were not written; the standby starts from the ones before", "err", err)
+		}
+		cancel()
 		if left == 0 {
 			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if _, err := r.mirror.Committed(cctx, l); err != nil {
@@ -91,6 +101,7 @@ func (r *Replica) promote(ctx context.Context, p Pipeline, ro *role) {
 		return
 	}
 	ro.atStart = false
+	ro.stopLimits = r.startLimits(ctx)
 	ro.stopWork, ro.stopCkpt, ro.stopRescan = p.Start(ctx), r.startCheckpoints(ctx), r.serveRescan(p)
 	r.working.Store(true)
 }
@@ -104,6 +115,7 @@ func (r *Replica) demote(ctx context.Context, ro *role) {
 		ro.stopRescan()
 		ro.stopCkpt()
 		ro.stopWork(false)
+		ro.stopLimits()
 		ro.stopWork = nil
 		// Its outbox and watermark may be ahead of the group: kept while
 		// nobody else holds the lease (NATS unreachable: a single replica
@@ -136,12 +148,32 @@ func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error 
 	start := time.Now()
 	tctx, cancel := context.WithTimeout(ctx, r.cfg.TakeoverLimit)
 	defer cancel()
+	// The checkpoint the takeover restores: the group's limits are newer
+	// when its writer wrote them after it.
+	prev, found, err := r.ckpts.Read(tctx)
+	if errors.Is(err, lease.ErrCorrupt) {
+		found, err = false, nil
+	}
+	if err != nil {
+		return err
+	}
 	restored, err := r.mirror.Takeover(tctx, l, atStart)
 	if err != nil {
 		return err
 	}
 	if err := l.Gate(); err != nil {
 		return err
+	}
+	if restored {
+		applied, err := r.applyLimits(tctx, prev, found)
+		if err != nil {
+			return err
+		}
+		if applied {
+			if err := r.writeLimits(tctx); err != nil {
+				return err
+			}
+		}
 	}
 	if restored {
 		if err := p.Restored(); err != nil {
