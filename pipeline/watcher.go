@@ -203,7 +203,11 @@ func (w *Watcher) newWorkers() error {
 	if err != nil {
 		return ConfigErrorf("%v", err)
 	}
-	poll, err := poller.New(client, w.store, poller.Config{
+	var sweepStore poller.Store = w.store
+	if w.rep != nil {
+		sweepStore = fencedStore{w.store, w.rep}
+	}
+	poll, err := poller.New(client, sweepStore, poller.Config{
 		Settle: cfg.Settle, Overlap: cfg.Overlap, StartFrom: cfg.StartFrom.Time(time.Now()),
 		Scope: scope.Sent, ScopeComplex: scope.SentGroup, ScopeLocal: scope.Local, With: cfg.With, LazyLoaded: cfg.LazyLoaded,
 		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: poller.KeysetMode(cfg.Keyset),
@@ -234,6 +238,17 @@ func (w *Watcher) records() replica.RecordStore {
 		return w.store
 	}
 	return w.rep.Records(w.store)
+}
+
+// fencedStore is the state file as the sweep of a replica commits to it:
+// a commit after the replica's demotion is refused (replica.Fence).
+type fencedStore struct {
+	*state.Store
+	rep *replica.Replica
+}
+
+func (s fencedStore) Commit(c state.Commit) error {
+	return s.rep.Fence(func() error { return s.Store.Commit(c) })
 }
 
 // cl is the current client (replaced at a takeover).

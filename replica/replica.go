@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -125,6 +126,11 @@ type Replica struct {
 	holder      atomic.Value // lease.Value: the holder last seen ("" instance: none)
 	setupErr    atomic.Value // string: why the buckets cannot be reached yet ("" when bound)
 
+	// fence keeps the pipeline's commits (Fence) and a demotion apart:
+	// fenced unless a tenure's loops run.
+	fence  sync.RWMutex
+	fenced bool
+
 	takeovers prometheus.Counter
 	applied   prometheus.Counter
 	rescans   prometheus.Counter
@@ -138,6 +144,7 @@ func New(cfg Config) *Replica {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Replica{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}, 1), swept: make(chan struct{}, 1), limits: make(chan struct{}, 1)}
+	r.fenced = true
 	r.holder.Store(lease.Value{})
 	r.setupErr.Store("")
 	r.register(cfg.Registerer)
@@ -206,6 +213,31 @@ func (r *Replica) Gate() error {
 		return lease.ErrNotActive
 	}
 	return l.Gate()
+}
+
+// ErrFenced is returned by Fence once this replica stopped being the
+// active one (or before it became it).
+var ErrFenced = errors.New("not the active replica: the commit to the state file is refused (a demotion undoes what the tenure left unpublished)")
+
+// Fence runs commit, the pipeline's commit to the state file, unless this
+// replica's tenure ended: a sweep still running when a demotion stopped
+// waiting for it (the shutdown timeout) cannot commit after the demotion
+// undid the tenure's outbox. A demotion waits for a commit in progress.
+func (r *Replica) Fence(commit func() error) error {
+	r.fence.RLock()
+	defer r.fence.RUnlock()
+	if r.fenced {
+		return ErrFenced
+	}
+	return commit()
+}
+
+// setFenced opens or closes the fence (closing it waits for a commit in
+// progress).
+func (r *Replica) setFenced(fenced bool) {
+	r.fence.Lock()
+	r.fenced = fenced
+	r.fence.Unlock()
 }
 
 // Swept tells the replica that a verified sweep committed (the active

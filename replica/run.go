@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/orderwatch/orderwatch/lease"
@@ -101,6 +102,7 @@ func (r *Replica) promote(ctx context.Context, p Pipeline, ro *role) {
 		return
 	}
 	ro.atStart = false
+	r.setFenced(false)
 	ro.stopLimits = r.startLimits(ctx)
 	ro.stopWork, ro.stopCkpt, ro.stopRescan = p.Start(ctx), r.startCheckpoints(ctx), r.serveRescan(p)
 	r.working.Store(true)
@@ -115,6 +117,10 @@ func (r *Replica) demote(ctx context.Context, ro *role) {
 		ro.stopRescan()
 		ro.stopCkpt()
 		ro.stopWork(false)
+		// A sweep the stop did not wait for commits nothing from now on
+		// (one in progress ends first): what the outbox holds now is all
+		// a demotion must undo.
+		r.setFenced(true)
 		ro.stopLimits()
 		ro.stopWork = nil
 		// Its outbox and watermark may be ahead of the group: kept while
@@ -157,9 +163,24 @@ func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error 
 	if err != nil {
 		return err
 	}
+	// An outbox left by this replica's last tenure (a commit that came
+	// after its demotion undid the outbox, by an earlier version) is
+	// undone first: its events were never the group's.
+	if n := r.cfg.Store.OutboxDepth(); n > 0 && !atStart {
+		r.log.Warn("taking over with an outbox of an earlier tenure: undone first", "events", n)
+		atStart = true
+	}
 	restored, err := r.mirror.Takeover(tctx, l, atStart)
 	if err != nil {
 		return err
+	}
+	if restored {
+		// The tenure's first checkpoint, before any call, tells a replica
+		// that was active before that it does not continue: without it,
+		// no call.
+		if w := l.Writer(); r.ckpts.Last().Writer() != w {
+			return fmt.Errorf("the tenure's first checkpoint was not written (%d outbox entries): not calling the shop", r.cfg.Store.OutboxDepth())
+		}
 	}
 	if err := l.Gate(); err != nil {
 		return err
