@@ -167,7 +167,7 @@ func (w *Watcher) newReplica() *replica.Replica {
 		id = host
 	}
 	return replica.New(replica.Config{
-		NC: w.nc, Store: w.store, EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
+		NC: w.nc, Store: w.store, FileLock: w.store.LockID(), EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
 		Key: lease.Key(w.cfg.PlentyURL, w.cfg.Stream), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
 		Own: []string{publisher.PublisherRecord}, Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
 	})

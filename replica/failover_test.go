@@ -166,7 +166,7 @@ func (g *group) start(name string, p *pipeline) *member {
 	m := &member{name: name, nc: nc, store: st, ckpt: &checkpointStore{Store: st}, p: p, logs: &e2e.LockedBuffer{}, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	m.rep = replica.New(replica.Config{
 		Registerer: m.reg,
-		NC:         nc, Store: m.ckpt, Stream: stream, SubjectPrefix: "orders",
+		NC:         nc, Store: m.ckpt, FileLock: st.LockID(), Stream: stream, SubjectPrefix: "orders",
 		Key: g.key, Instance: name, Host: "h", Bucket: g.bucket, TTL: ttl,
 		Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, "budget"},
 		Logger: slog.New(slog.NewTextHandler(m.logs, nil)),

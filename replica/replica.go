@@ -57,6 +57,10 @@ type Config struct {
 	EnsureStream  func(ctx context.Context) error
 	Stream        string
 	SubjectPrefix string
+	// FileLock names the state file whose lock this process holds
+	// (state.Store.LockID): the lease of an earlier process on the same
+	// file is taken over at once, never one of a copy (lease.Config.Lock).
+	FileLock string
 	// Key is the group's key (lease.Key of the shop and the stream);
 	// Instance and Host name this replica in the lease.
 	Key, Instance, Host string
@@ -379,7 +383,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 		return err
 	}
 	l := lease.New(kv, ttl, lease.Config{
-		Key: r.cfg.Key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Logger: r.log,
+		Key: r.cfg.Key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Lock: r.cfg.FileLock, Logger: r.log,
 		Renew: r.cfg.Renew, Margin: r.cfg.Margin,
 		OnChange: func(bool) {
 			select {
