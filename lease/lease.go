@@ -81,7 +81,7 @@ type Value struct {
 	File     string    `json:"file,omitempty"`
 	Lock     string    `json:"lock,omitempty"` // the state file's lock (Config.Lock)
 	Since    time.Time `json:"since"`          // when this process acquired it (wall clock)
-	Expires  time.Time `json:"expires"` // informational: the writer's wall clock + TTL at the last renewal
+	Expires  time.Time `json:"expires"`        // informational: the writer's wall clock + TTL at the last renewal
 }
 
 // Config configures a Lease.
