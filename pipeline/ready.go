@@ -27,6 +27,9 @@ type Status struct {
 	BlockedUntil time.Time // the pacer's block (zero: none)
 	BlockedWhy   string
 	ClockProblem string // the last sweep's clock problem ("" none)
+	// Unleased: a watcher without the lease does not call the shop while
+	// a hot-standby group's replica holds the lease ("" none).
+	Unleased string
 
 	LoginHeldUntil time.Time // logins held back until (zero: not held)
 	LoginHeldWhy   error
@@ -52,6 +55,9 @@ func Ready(s Status) (bool, string) {
 		return standbyReady(s)
 	}
 	window := 3 * s.Gap
+	if s.Unleased != "" {
+		return false, s.Unleased
+	}
 	if s.PendingOK && s.Pending.Reason == plenty.WaitDailyQuota {
 		return false, PausedText(s.Pending)
 	}
@@ -164,6 +170,7 @@ func (w *Watcher) status() Status {
 	s.Pending, s.PendingOK = wk.client.Pacer().Pending()
 	s.BlockedUntil, s.BlockedWhy = wk.client.Pacer().Blocked()
 	s.ClockProblem, _ = w.clockProblem.Load().(string)
+	s.Unleased = w.unleasedConflict()
 	s.LoginHeldUntil, s.LoginHeldWhy = wk.client.LoginHeld()
 	return s
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/publisher"
@@ -59,14 +58,15 @@ type Watcher struct {
 	work atomic.Pointer[workers] // replaced as a whole at a takeover
 
 	sweepAlive, pubAlive atomic.Bool
-	stateDownSince       atomic.Int64 // unix nanos when writes to the state file started failing
-	lastOK               atomic.Int64 // unix nanos of the last verified sweep
-	gap                  atomic.Int64 // the current time between sweeps (nanos)
-	lastSlice            atomic.Int64 // unix nanos of the last verified slice (first-sync progress)
-	firstSyncPct         atomic.Int64 // percent of the first sync verified
-	clockProblem         atomic.Value // string: the last sweep's clock problem, "" when none
-	natsErr              lastErr      // why the last attempt to (re)connect to NATS failed
-	shareInertWarned     atomic.Bool  // the CALL_SHARE-inert warning was logged
+	stateDownSince       atomic.Int64           // unix nanos when writes to the state file started failing
+	lastOK               atomic.Int64           // unix nanos of the last verified sweep
+	gap                  atomic.Int64           // the current time between sweeps (nanos)
+	lastSlice            atomic.Int64           // unix nanos of the last verified slice (first-sync progress)
+	firstSyncPct         atomic.Int64           // percent of the first sync verified
+	clockProblem         atomic.Value           // string: the last sweep's clock problem, "" when none
+	natsErr              lastErr                // why the last attempt to (re)connect to NATS failed
+	shareInertWarned     atomic.Bool            // the CALL_SHARE-inert warning was logged
+	unleased             atomic.Pointer[string] // without the lease: why not calling ("" none; unleased.go)
 }
 
 // workers are what reads the state file when it is built: built at the
@@ -168,7 +168,7 @@ func (w *Watcher) newReplica() *replica.Replica {
 	}
 	return replica.New(replica.Config{
 		NC: w.nc, Store: w.store, FileLock: w.store.LockID(), EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
-		Key: lease.Key(w.cfg.PlentyURL, w.cfg.Stream), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
+		Key: w.groupKey(), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
 		Own: []string{publisher.PublisherRecord}, Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
 	})
 }
@@ -259,6 +259,9 @@ func (w *Watcher) cl() *plenty.Client { return w.work.Load().client }
 // lease before its deadline.
 func (w *Watcher) gate() error {
 	if w.rep == nil {
+		if why := w.unleasedConflict(); why != "" {
+			return errors.New(why)
+		}
 		return nil
 	}
 	return w.rep.Gate()
@@ -295,6 +298,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if w.rep != nil {
 		start, left = w.rep.Run(ctx, hooks{w})
 	} else {
+		if cfg.Stream != "" {
+			w.watchGroupLease(ctx) // a hot-standby group beside this watcher?
+		}
 		stop := w.start(ctx)
 		<-ctx.Done()
 		start = time.Now()
