@@ -2,15 +2,12 @@ package replica_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/replica"
 	"github.com/orderwatch/orderwatch/state"
@@ -46,19 +43,8 @@ func TestCommitAfterDemotionIsRefused(t *testing.T) {
 		}()
 	}}
 	a = g.activeWithCheckpoint(p, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
-	kv, err := g.js.KeyValue(context.Background(), g.bucket+"_lease")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _ := json.Marshal(lease.Value{Instance: "x", Host: "elsewhere", Nonce: "x", Since: time.Now()})
-	if _, err := kv.Put(context.Background(), g.key, other); err != nil { // x took it
-		t.Fatal(err)
-	}
-	waitFor(t, "a demoted and mirroring", func() bool {
-		l := a.logs.String()
-		i := strings.Index(l, "not the active replica any more")
-		return i >= 0 && strings.Contains(l[i:], "standby: mirroring the stream")
-	})
+	g.takenBy("x")
+	waitFor(t, "a demoted and mirroring", a.demotedToStandby)
 	close(release)
 	if err := <-result; !errors.Is(err, replica.ErrFenced) {
 		t.Errorf("the lingering sweep's commit after the demotion: %v, want ErrFenced", err)

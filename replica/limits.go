@@ -63,10 +63,7 @@ func (r *Replica) limitsKey() string { return r.cfg.Key + ".limits" }
 // startLimits writes the group's limits whenever they change, at most
 // once a second, while this replica is active.
 func (r *Replica) startLimits(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return background(ctx, func(ctx context.Context) {
 		for {
 			select {
 			case <-ctx.Done():
@@ -83,8 +80,7 @@ func (r *Replica) startLimits(ctx context.Context) (stop func()) {
 			}
 			t.Stop()
 		}
-	}()
-	return func() { cancel(); <-done }
+	})
 }
 
 // writeLimits writes the records of Config.Limits to the limits key (only

@@ -2,16 +2,11 @@ package replica_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
-	"github.com/orderwatch/orderwatch/plentysim"
-	"github.com/orderwatch/orderwatch/state"
 )
 
 // TestTakeoverHonoursWaitSinceTheCheckpoint: the active is told to wait
@@ -21,14 +16,7 @@ import (
 // the reset.
 func TestTakeoverHonoursWaitSinceTheCheckpoint(t *testing.T) {
 	g := newGroup(t)
-	sim := plentysim.New(plentysim.Config{Seed: 1})
-	sim.Generate(5, time.Now().Add(-time.Hour), time.Now().Add(-time.Minute))
-	var firstCall atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		firstCall.CompareAndSwap(0, time.Now().UnixNano())
-		sim.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
+	srv, firstCall := shopFirstCall(t)
 
 	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
 	until := time.Now().Add(4 * time.Second)
@@ -49,16 +37,7 @@ func TestTakeoverHonoursWaitSinceTheCheckpoint(t *testing.T) {
 	}
 
 	pending := make(chan plenty.Wait, 1)
-	b := g.start("b", &pipeline{onStart: func(ctx context.Context, st *state.Store) {
-		c, err := plenty.New(plenty.Config{BaseURL: srv.URL, Username: "demo", Password: "demo", Tokens: st, Sessions: st, Waits: st})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		w, _ := c.Pacer().Pending()
-		pending <- w
-		_, _ = c.SearchOrders(ctx, plenty.Query{ItemsPerPage: 1})
-	}})
+	b := g.start("b", callingPipeline(t, srv.URL, pending))
 	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
 	a.kill()
 	waitFor(t, "b active", b.working)

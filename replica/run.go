@@ -211,10 +211,7 @@ func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error 
 // startCheckpoints writes a checkpoint after each verified sweep, once the
 // outbox is empty (within CheckpointWait; else the next sweep's turn).
 func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return background(ctx, func(ctx context.Context) {
 		for {
 			select {
 			case <-ctx.Done():
@@ -234,20 +231,28 @@ func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 				r.checkpointFailed("writing the checkpoint failed", err)
 			}
 		}
-	}()
-	return func() { cancel(); <-done }
+	})
 }
 
 // startMirror runs the mirror until stop.
 func (r *Replica) startMirror(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
 	r.mirrorAlive.Store(true)
-	go func() {
-		defer close(done)
+	stop = background(ctx, func(ctx context.Context) {
 		defer r.mirrorAlive.Store(false)
 		_ = r.mirror.Run(ctx)
-	}()
+	})
 	r.log.Info("standby: mirroring the stream; no call to the shop", "from_seq", r.mirror.Seq())
+	return stop
+}
+
+// background runs f in a goroutine until stop, which ends its context and
+// waits for it to return.
+func background(ctx context.Context, f func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
 	return func() { cancel(); <-done }
 }
