@@ -94,7 +94,7 @@ func (k *keeper) heal(ctx context.Context, err error) bool {
 		k.log.Warn("a bucket of the group is gone and creating it again failed", "bucket", k.name, "err", e)
 		return false
 	}
-	k.log.Warn("a bucket of the group was gone: created again with its configuration (what it held is lost)", "bucket", k.name, "after", err.Error())
+	k.log.Warn("a bucket of the group was gone: created again with its configuration (what it held is lost)", "bucket", k.name, "err", err)
 	return true
 }
 

@@ -6,27 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/orderwatch/orderwatch/internal/testnats"
 )
-
-// TestBucketsFollowTheStreamReplicas: on a NATS cluster the lease, the
-// checkpoint and the snapshot buckets get the stream's replicas (no node
-// holding them alone is a single point of failure for the group).
-func TestBucketsFollowTheStreamReplicas(t *testing.T) {
-	g := newGroupOn(t, testnats.Cluster(t, 3), 3)
-	a := g.start("a", &pipeline{})
-	waitFor(t, "a active", a.working)
-	for _, name := range []string{"KV_test_lease", "KV_test_checkpoint", "OBJ_test_snapshot"} {
-		s, err := g.js.Stream(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := s.CachedInfo().Config.Replicas; got != 3 {
-			t.Errorf("%s has %d replicas, want the stream's 3", name, got)
-		}
-	}
-}
 
 // TestUnprovenStandbyIsReported: a standby whose stream was deleted and
 // created again cannot prove its snapshot: its status, its part of the
