@@ -79,6 +79,7 @@ type Value struct {
 	Host     string `json:"host"`
 	Nonce    string `json:"nonce"` // random per process: two processes with one instance id differ here
 	File     string `json:"file,omitempty"`
+	Lock     string `json:"lock,omitempty"` // the state file's lock (Config.Lock)
 	// Shop names the shop the group serves (the service URL): a replica
 	// of another shop under the same key refuses to join the group.
 	Shop    string    `json:"shop,omitempty"`
@@ -96,8 +97,15 @@ type Config struct {
 	// by an earlier process on the same file, which holds the file's lock
 	// exclusively: that process is gone, and its lease is taken over at
 	// once instead of after the TTL (a single replica restarts as fast as
-	// it did without the lease).
+	// it did without the lease). That holds only for the same file, not a
+	// copy of it (which carries the same id while the original may still
+	// run): the value must also name the same Lock.
 	File string
+	// Lock names the file whose exclusive lock this process holds (its
+	// device and inode, state.Store.LockID): a copy of the state file has
+	// another. Empty: the shortcut above is off (the lease is taken once
+	// it expired).
+	Lock string
 	// Shop names the shop in the value (Value.Shop); opaque here.
 	Shop string
 	// Renew is the time between renewals [TTL/3].
@@ -137,6 +145,7 @@ type Lease struct {
 	created   time.Time // the bucket's creation (server clock) when first seen
 
 	wake      chan struct{}
+	warnCopy  sync.Once
 	firstOnce sync.Once
 	first     chan struct{} // closed after the first attempt to acquire
 }
@@ -302,7 +311,7 @@ func (l *Lease) Decided() <-chan struct{} { return l.first }
 func (l *Lease) Value() Value {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Shop: l.cfg.Shop, Since: l.since}
+	return Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Lock: l.cfg.Lock, Shop: l.cfg.Shop, Since: l.since}
 }
 
 // Holder reads the key: who holds the lease now (found false when nobody).
@@ -324,7 +333,7 @@ func (l *Lease) Holder(ctx context.Context) (v Value, found bool, err error) {
 func (l *Lease) Mine(v Value) bool { return v.Nonce == l.nonce }
 
 func (l *Lease) value(since time.Time) []byte {
-	b, _ := json.Marshal(Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Shop: l.cfg.Shop, Since: since.UTC(), Expires: l.cfg.Now().Add(l.ttl).UTC()})
+	b, _ := json.Marshal(Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Lock: l.cfg.Lock, Shop: l.cfg.Shop, Since: since.UTC(), Expires: l.cfg.Now().Add(l.ttl).UTC()})
 	return b
 }
 
@@ -472,9 +481,10 @@ func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
 }
 
 // takeOwnStale takes over a live value written by an earlier process on
-// this state file (see Config.File); ErrKeyExists otherwise.
+// this state file (see Config.File and Config.Lock: the same file, whose
+// lock this process holds, not a copy); ErrKeyExists otherwise.
 func (l *Lease) takeOwnStale(ctx context.Context, now time.Time) (uint64, error) {
-	if l.cfg.File == "" {
+	if l.cfg.File == "" || l.cfg.Lock == "" {
 		return 0, jetstream.ErrKeyExists
 	}
 	e, err := l.kv.Get(ctx, l.cfg.Key)
@@ -483,6 +493,15 @@ func (l *Lease) takeOwnStale(ctx context.Context, now time.Time) (uint64, error)
 	}
 	var v Value
 	if json.Unmarshal(e.Value(), &v) != nil || v.Instance != l.cfg.Instance || v.Host != l.cfg.Host || v.File != l.cfg.File || v.Nonce == l.nonce {
+		return 0, jetstream.ErrKeyExists
+	}
+	if v.Lock != l.cfg.Lock {
+		// The same file id on another file: a copy of the state file, whose
+		// original may still run. Not proof that the holder is gone.
+		l.warnCopy.Do(func() {
+			l.log.Error("the lease is held under this instance id by a process on a copy of this state file (same file id, another file): not taking it over before it expires; give each replica its own state file",
+				"holder_host", v.Host, "holder_lock", v.Lock, "this_lock", l.cfg.Lock, "since", v.Since)
+		})
 		return 0, jetstream.ErrKeyExists
 	}
 	l.log.Info("the lease is held by an earlier process on this state file, which is gone: taking it over", "since", v.Since)

@@ -170,17 +170,45 @@ func TestReleaseHandover(t *testing.T) {
 func TestOwnStaleLeaseTakenAtOnce(t *testing.T) {
 	s := runServer(t)
 	kvA, ttl, ncA := conn(t, s)
-	a := start(t, kvA, ttl, lease.Config{Instance: "a", Host: "h", File: "f1"})
+	a := start(t, kvA, ttl, lease.Config{Instance: "a", Host: "h", File: "f1", Lock: "1:10"})
 	waitFor(t, "a active", 5*time.Second, a.Active)
 	kill(ncA, a)
 	kv, _ := bucket(t, s)
 	// Same instance and host, another state file: must wait for expiry.
-	other := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h", File: "f2", Renew: 100 * time.Millisecond})
+	other := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h", File: "f2", Lock: "1:11", Renew: 100 * time.Millisecond})
+	// A copy of the file (same id, another file): must wait for expiry.
+	copied := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h", File: "f1", Lock: "1:12", Renew: 100 * time.Millisecond})
 	// The restarted process on the same file takes it over at once.
-	again := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h", File: "f1", Renew: time.Hour})
+	again := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h", File: "f1", Lock: "1:10", Renew: time.Hour})
 	waitFor(t, "the restarted process to hold the lease (its first attempt; the next is an hour away)", 10*time.Second, again.Active)
 	if other.Active() {
 		t.Error("a process on another state file took the lease")
+	}
+	if copied.Active() {
+		t.Error("a process on a copy of the state file took the lease")
+	}
+}
+
+// TestCopyOfStateFileWaitsForExpiry: a process on a copy of the holder's
+// state file (same instance, host and file id; another file) does not
+// take the live lease while the holder renews it.
+func TestCopyOfStateFileWaitsForExpiry(t *testing.T) {
+	s := runServer(t)
+	kvA, ttl, _ := conn(t, s)
+	a := start(t, kvA, ttl, lease.Config{Instance: "a", Host: "h", File: "f1", Lock: "1:10", Renew: 200 * time.Millisecond})
+	waitFor(t, "a active", 5*time.Second, a.Active)
+	kv, _ := bucket(t, s)
+	copied := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h", File: "f1", Lock: "1:12", Renew: 100 * time.Millisecond})
+	<-copied.Decided()
+	deadline := time.Now().Add(3 * ttl) // some 60 attempts of the copy
+	for time.Now().Before(deadline) {
+		if copied.Active() {
+			t.Fatal("a process on a copy of the state file took the live lease")
+		}
+		time.Sleep(50 * time.Millisecond) // sampling, not waiting for a condition
+	}
+	if !a.Active() {
+		t.Error("the holder lost its lease to a copy of its state file")
 	}
 }
 

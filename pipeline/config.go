@@ -86,6 +86,8 @@ type Config struct {
 	InstanceID  string        `envconfig:"INSTANCE_ID" desc:"Name of this replica in the lease; default the host name (the pod name)"`
 	LeaseTTL    time.Duration `envconfig:"LEASE_TTL" default:"9s" desc:"Lease time to live of a created lease bucket (an existing bucket keeps its own); renewed every third of it, a standby takes over within it after a crash"`
 	LeaseBucket string        `envconfig:"LEASE_BUCKET" default:"orderwatch" desc:"Name prefix of the NATS buckets <name>_lease, <name>_checkpoint (KV) and <name>_snapshot (object store)"`
+	// LeaseReplicas: 0 follows the stream's replicas.
+	LeaseReplicas int `envconfig:"LEASE_REPLICAS" default:"0" desc:"Replicas of those buckets (an existing bucket is changed to them); 0 = the stream's"`
 
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:":9090" desc:"Listen address of /healthz, /readyz and /metrics"`
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
@@ -175,6 +177,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Lease && c.Stream != "" && (c.LeaseTTL < 2*time.Second || !leaseBucketName.MatchString(c.LeaseBucket)) {
 		return ConfigErrorf("%s_LEASE_TTL=%s, %s_LEASE_BUCKET=%q: want a TTL of at least 2s and a bucket name of letters, digits, '-' and '_'", EnvPrefix, c.LeaseTTL, EnvPrefix, c.LeaseBucket)
+	}
+	if c.LeaseReplicas < 0 {
+		return ConfigErrorf("%s_LEASE_REPLICAS=%d: want 0 (the stream's) or more", EnvPrefix, c.LeaseReplicas)
 	}
 	if c.CallShare <= 0 || c.CallShare > 1 {
 		return ConfigErrorf("%s_CALL_SHARE=%v: want a share in (0, 1]", EnvPrefix, c.CallShare)

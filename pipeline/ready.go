@@ -27,6 +27,9 @@ type Status struct {
 	BlockedUntil time.Time // the pacer's block (zero: none)
 	BlockedWhy   string
 	ClockProblem string // the last sweep's clock problem ("" none)
+	// Unleased: a watcher without the lease does not call the shop while
+	// a hot-standby group's replica holds the lease ("" none).
+	Unleased string
 
 	LoginHeldUntil time.Time // logins held back until (zero: not held)
 	LoginHeldWhy   error
@@ -52,6 +55,9 @@ func Ready(s Status) (bool, string) {
 		return standbyReady(s)
 	}
 	window := 3 * s.Gap
+	if s.Unleased != "" {
+		return false, s.Unleased
+	}
 	if s.PendingOK && s.Pending.Reason == plenty.WaitDailyQuota {
 		return false, PausedText(s.Pending)
 	}
@@ -108,10 +114,17 @@ func standbyReady(s Status) (bool, string) {
 		return false, "standby: not mirroring the stream yet"
 	case !r.CaughtUp:
 		return false, fmt.Sprintf("standby: behind the stream by %d events", r.Lag)
-	case r.Holder == "":
-		return true, "standby: caught up with the stream; no replica holds the lease right now"
 	}
-	return true, fmt.Sprintf("standby: caught up with the stream; active replica %s", r.Holder)
+	text := fmt.Sprintf("standby: caught up with the stream; active replica %s", r.Holder)
+	if r.Holder == "" {
+		text = "standby: caught up with the stream; no replica holds the lease right now"
+	}
+	if r.Unproven != "" {
+		// Ready (a rollout proceeds), but said: a takeover now publishes,
+		// for an order changed in the gap, a before of this snapshot.
+		text += "; snapshot unproven until the active's next dump: " + r.Unproven
+	}
+	return true, text
 }
 
 // loginHeldText says why the sweeps cannot log in ("login refused until T
@@ -157,6 +170,7 @@ func (w *Watcher) status() Status {
 	s.Pending, s.PendingOK = wk.client.Pacer().Pending()
 	s.BlockedUntil, s.BlockedWhy = wk.client.Pacer().Blocked()
 	s.ClockProblem, _ = w.clockProblem.Load().(string)
+	s.Unleased = w.unleasedConflict()
 	s.LoginHeldUntil, s.LoginHeldWhy = wk.client.LoginHeld()
 	return s
 }

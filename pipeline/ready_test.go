@@ -64,6 +64,11 @@ func TestReady(t *testing.T) {
 			"standby: caught up with the stream; active replica pod-0"},
 		{"standby, nobody holds the lease", func(s *Status) { st := caught; st.Holder = ""; s.Standby = &st }, true,
 			"no replica holds the lease right now"},
+		{"standby with an unproven snapshot: ready, and said", func(s *Status) {
+			st := caught
+			st.Unproven = "the stream ORDERS was deleted and created again"
+			s.Standby = &st
+		}, true, "active replica pod-0; snapshot unproven until the active's next dump: the stream ORDERS was deleted and created again"},
 		{"standby behind", func(s *Status) { st := caught; st.CaughtUp, st.Lag = false, 7; s.Standby = &st }, false, "standby: behind the stream by 7 events"},
 		{"standby not mirroring", func(s *Status) { st := caught; st.Mirroring = false; s.Standby = &st }, false, "standby: not mirroring the stream yet"},
 		{"standby without NATS", func(s *Status) { s.Standby, s.NATSConnected = &caught, false }, false, "NATS not connected"},

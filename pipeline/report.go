@@ -219,9 +219,29 @@ func (rep Report) WriteText(w io.Writer, now time.Time) {
 	fmt.Fprintf(w, "last sweep     %s\n", ts(rep.LastSweep))
 	fmt.Fprintf(w, "orders         %d\n", rep.OrdersTracked)
 	fmt.Fprintf(w, "outbox depth   %d\n", rep.OutboxDepth)
+	writeRole(w, rep.Lease)
 	writeQuarantine(w, rep.Quarantine, now)
 	rep.writeBudget(w, now)
 	writeTimings(w, rep.Timings)
+}
+
+// writeRole prints the replica's role in its group and who holds the lease.
+func writeRole(w io.Writer, l *replica.Report) {
+	if l == nil {
+		fmt.Fprintln(w, "role           no lease (a stopped watcher's file, or WATCHER_LEASE=false)")
+		return
+	}
+	holder := "none"
+	if l.Holder != "" {
+		holder = l.Holder
+		if l.HolderAt != "" {
+			holder += " (host " + l.HolderAt + ")"
+		}
+	}
+	fmt.Fprintf(w, "role           %s (this replica: %s), holder %s\n", l.Role, l.Instance, holder)
+	if l.Unproven != "" {
+		fmt.Fprintf(w, "  unproven snapshot: %s\n", l.Unproven)
+	}
 }
 
 // writeQuarantine prints the quarantined orders of the text report.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/poller"
+	"github.com/orderwatch/orderwatch/replica"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -75,6 +76,27 @@ func TestFirstSyncProgress(t *testing.T) {
 	} {
 		if got := firstSyncProgress(tt.st, tt.start); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestStateReportRole: the text report names the replica's role in its
+// group and the holder of the lease, and says so when it has no lease.
+func TestStateReportRole(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		lease *replica.Report
+		want  string
+	}{
+		{&replica.Report{Role: "active", Instance: "a", Holder: "a", HolderAt: "pod-0"}, "role           active (this replica: a), holder a (host pod-0)\n"},
+		{&replica.Report{Role: "standby", Instance: "b", Holder: "a", Unproven: "the stream was created again"}, "role           standby (this replica: b), holder a\n  unproven snapshot: the stream was created again\n"},
+		{&replica.Report{Role: "starting", Instance: "b"}, "role           starting (this replica: b), holder none\n"},
+		{nil, "role           no lease"},
+	} {
+		var out strings.Builder
+		Report{Lease: tt.lease}.WriteText(&out, now)
+		if !strings.Contains(out.String(), tt.want) {
+			t.Errorf("text report lacks %q:\n%s", tt.want, out.String())
 		}
 	}
 }

@@ -59,14 +59,15 @@ type Watcher struct {
 	work atomic.Pointer[workers] // replaced as a whole at a takeover
 
 	sweepAlive, pubAlive atomic.Bool
-	stateDownSince       atomic.Int64 // unix nanos when writes to the state file started failing
-	lastOK               atomic.Int64 // unix nanos of the last verified sweep
-	gap                  atomic.Int64 // the current time between sweeps (nanos)
-	lastSlice            atomic.Int64 // unix nanos of the last verified slice (first-sync progress)
-	firstSyncPct         atomic.Int64 // percent of the first sync verified
-	clockProblem         atomic.Value // string: the last sweep's clock problem, "" when none
-	natsErr              lastErr      // why the last attempt to (re)connect to NATS failed
-	shareInertWarned     atomic.Bool  // the CALL_SHARE-inert warning was logged
+	stateDownSince       atomic.Int64           // unix nanos when writes to the state file started failing
+	lastOK               atomic.Int64           // unix nanos of the last verified sweep
+	gap                  atomic.Int64           // the current time between sweeps (nanos)
+	lastSlice            atomic.Int64           // unix nanos of the last verified slice (first-sync progress)
+	firstSyncPct         atomic.Int64           // percent of the first sync verified
+	clockProblem         atomic.Value           // string: the last sweep's clock problem, "" when none
+	natsErr              lastErr                // why the last attempt to (re)connect to NATS failed
+	shareInertWarned     atomic.Bool            // the CALL_SHARE-inert warning was logged
+	unleased             atomic.Pointer[string] // without the lease: why not calling ("" none; unleased.go)
 }
 
 // workers are what reads the state file when it is built: built at the
@@ -200,10 +201,10 @@ func (w *Watcher) newReplica() *replica.Replica {
 		id = host
 	}
 	return replica.New(replica.Config{
-		NC: w.nc, Store: w.store, EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
-		Key: w.cfg.GroupKey(), LegacyKey: w.cfg.LegacyGroupKey(), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL,
+		NC: w.nc, Store: w.store, FileLock: w.store.LockID(), EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
+		Key: w.cfg.GroupKey(), LegacyKey: w.cfg.LegacyGroupKey(), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
 		Shop: w.cfg.Shop(), ShopURL: w.cfg.PlentyURL, Source: w.cfg.EventSource(),
-		Own: []string{publisher.PublisherRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
+		Own: []string{publisher.PublisherRecord}, Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
 	})
 }
 
@@ -217,7 +218,7 @@ func (w *Watcher) newWorkers() error {
 	client, err := plenty.New(plenty.Config{
 		BaseURL: cfg.PlentyURL, Username: cfg.PlentyUsername, Password: cfg.PlentyPassword,
 		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
-		UserAgent: w.userAgent(), Tokens: w.store, Sessions: w.store, Waits: w.store,
+		UserAgent: w.userAgent(), Tokens: w.store, Sessions: w.records(), Waits: w.records(),
 		Logger:     w.log.With("component", "client"),
 		Gate:       w.gate,
 		OnResponse: func(c plenty.CallInfo) { w.metrics.observeCall(c) },
@@ -234,7 +235,11 @@ func (w *Watcher) newWorkers() error {
 	if err != nil {
 		return ConfigErrorf("%v", err)
 	}
-	poll, err := poller.New(client, w.store, poller.Config{
+	var sweepStore poller.Store = w.store
+	if w.rep != nil {
+		sweepStore = fencedStore{w.store, w.rep}
+	}
+	poll, err := poller.New(client, sweepStore, poller.Config{
 		Settle: cfg.Settle, Overlap: cfg.Overlap, StartFrom: cfg.StartFrom.Time(time.Now()),
 		Scope: scope.Sent, ScopeComplex: scope.SentGroup, ScopeLocal: scope.Local, With: cfg.With, LazyLoaded: cfg.LazyLoaded,
 		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: poller.KeysetMode(cfg.Keyset),
@@ -257,6 +262,27 @@ func (w *Watcher) newWorkers() error {
 	return nil
 }
 
+// records is the state file's records as the client and the poller save
+// them: with the hot standby, a change of the waits, the sessions or the
+// budget reaches the group at once (replica.Records).
+func (w *Watcher) records() replica.RecordStore {
+	if w.rep == nil {
+		return w.store
+	}
+	return w.rep.Records(w.store)
+}
+
+// fencedStore is the state file as the sweep of a replica commits to it:
+// a commit after the replica's demotion is refused (replica.Fence).
+type fencedStore struct {
+	*state.Store
+	rep *replica.Replica
+}
+
+func (s fencedStore) Commit(c state.Commit) error {
+	return s.rep.Fence(func() error { return s.Store.Commit(c) })
+}
+
 // cl is the current client (replaced at a takeover).
 func (w *Watcher) cl() *plenty.Client { return w.work.Load().client }
 
@@ -265,6 +291,9 @@ func (w *Watcher) cl() *plenty.Client { return w.work.Load().client }
 // lease before its deadline.
 func (w *Watcher) gate() error {
 	if w.rep == nil {
+		if why := w.unleasedConflict(); why != "" {
+			return errors.New(why)
+		}
 		return nil
 	}
 	return w.rep.Gate()
@@ -307,6 +336,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if w.rep != nil {
 		start, left = w.rep.Run(ctx, hooks{w})
 	} else {
+		if cfg.Stream != "" {
+			w.watchGroupLease(ctx) // a hot-standby group beside this watcher?
+		}
 		stop := w.start(ctx)
 		<-ctx.Done()
 		start = time.Now()
@@ -353,7 +385,7 @@ func (w *Watcher) start(ctx context.Context) (stop func(flush bool) int) {
 		_ = wk.poll.Run(ctx, poller.RunConfig{
 			Interval: w.cfg.PollInterval, CallShare: w.cfg.CallShare,
 			Throttle: wk.client.Throttle, OnSweep: w.onSweep, Timings: wk.timings,
-			Calls: wk.client.Calls, Records: w.store,
+			Calls: wk.client.Calls, Records: w.records(),
 		})
 	}()
 	go func() {

@@ -9,6 +9,10 @@ import (
 	"github.com/orderwatch/orderwatch/plenty"
 )
 
+// maxDailyLimit bounds a restored record's daily limit: ten times the
+// largest contract's (282,000 calls a day); beyond it the record is damaged.
+const maxDailyLimit = 3_000_000
+
 // longPeriod is the length of the service's long throttling period (a day).
 const longPeriod = 24 * time.Hour
 
@@ -52,6 +56,8 @@ type Budget struct {
 
 	next time.Time     // no sweep before this (Run; persisted)
 	gap  time.Duration // the gap next was derived from
+
+	empty bool // starts empty, not full, once the limit is named (StartEmpty)
 }
 
 // NewBudget returns an empty budget for share (0 < share <= 1); it fills
@@ -78,7 +84,7 @@ func (b *Budget) refill(now time.Time, th plenty.Throttle) {
 	if long.Present && long.Limit > 0 && long.Limit != b.limit {
 		full := b.limit == 0
 		b.limit = long.Limit
-		if full {
+		if full && !b.empty {
 			b.level = b.capacity()
 		}
 	}
@@ -118,10 +124,13 @@ const burstCost = 4
 // cost that paces the sweeps (the median of the last five, and the
 // long-run mean).
 func (b *Budget) Spend(now time.Time, calls int, th plenty.Throttle) {
-	b.refill(now, th)
-	if b.limit > 0 {
-		b.level -= float64(calls)
-	}
+	b.Take(now, calls, th)
+	b.Cost(calls)
+}
+
+// Cost notes what a sweep cost in all (the pace follows it) without
+// charging it: its calls were charged as they went out (Charge).
+func (b *Budget) Cost(calls int) {
 	b.costs = append(b.costs, calls)
 	if len(b.costs) > 5 {
 		b.costs = b.costs[1:]
@@ -132,18 +141,39 @@ func (b *Budget) Spend(now time.Time, calls int, th plenty.Throttle) {
 	}
 }
 
-// Charge takes calls that are no sweep's own (a probe's slice between
-// sweeps) from the bucket: they count against the share, and in the
-// long-run mean as part of the sweep they follow (a probe costs the pace
-// what it reads), not in the median.
-func (b *Budget) Charge(now time.Time, calls int, th plenty.Throttle) {
+// StartEmpty makes a budget that knows no level start empty instead of
+// full once the service names its limit: a state file that shows earlier
+// work but holds no budget record was left by a process killed before it
+// saved one, whose calls are not known.
+func (b *Budget) StartEmpty() {
+	if b.limit == 0 {
+		b.empty = true
+	}
+}
+
+// Take takes calls from the bucket as they go out, before the sweep or
+// probe they belong to has ended (Cost or Extra count them in the pace).
+func (b *Budget) Take(now time.Time, calls int, th plenty.Throttle) {
 	b.refill(now, th)
 	if b.limit > 0 {
 		b.level -= float64(calls)
 	}
+}
+
+// Extra counts calls that are no sweep's own (a probe's slice between
+// sweeps) in the long-run mean, as part of the sweep they follow (a probe
+// costs the pace what it reads), not in the median.
+func (b *Budget) Extra(calls int) {
 	if b.cycles > 0 {
 		b.mean += float64(calls) / float64(b.cycles)
 	}
+}
+
+// Charge takes calls that are no sweep's own from the bucket and counts
+// them in the long-run mean (Take and Extra).
+func (b *Budget) Charge(now time.Time, calls int, th plenty.Throttle) {
+	b.Take(now, calls, th)
+	b.Extra(calls)
 }
 
 // longRun is what a sweep costs in the long run: the mean of everything
@@ -331,19 +361,24 @@ func (b *Budget) Snapshot() BudgetState {
 // and the next sweep not before the saved time. A local clock set back
 // since (now before At) refills nothing; a restored wait for the next
 // sweep never exceeds the gap it was derived from. A state with no limit
-// (the service never named it) restores nothing but the costs.
+// (the service never named it), or a damaged one, restores nothing; the
+// level and the costs of a record are clamped (see below).
 func (b *Budget) Restore(s BudgetState, now time.Time) {
-	b.costs = slices.Clone(s.Costs)
-	if len(b.costs) > 5 {
-		b.costs = b.costs[len(b.costs)-5:]
+	b.costs = nil
+	if s.Limit <= 0 || s.Limit > maxDailyLimit || s.At.IsZero() || math.IsNaN(s.Level) || math.IsInf(s.Level, 0) {
+		return // a damaged record: nothing known (the costs mean nothing without a limit either)
 	}
+	b.limit, b.at = s.Limit, s.At
 	if s.Cycles > 0 && s.Mean >= 0 && !math.IsInf(s.Mean, 0) {
-		b.mean, b.cycles = s.Mean, min(s.Cycles, meanCycles)
+		b.mean, b.cycles = min(s.Mean, b.capacity()), min(s.Cycles, meanCycles)
 	}
-	if s.Limit <= 0 || s.At.IsZero() || math.IsNaN(s.Level) || math.IsInf(s.Level, 0) {
-		return
+	// A damaged record must not stop the sweeps for good: the level within
+	// a day's share of debt and the bucket's size, each cost and the mean
+	// within the bucket's size (the pace at the floor stays within hours).
+	b.level = min(max(s.Level, -b.share*float64(b.limit)), b.capacity())
+	for _, c := range s.Costs[max(len(s.Costs)-5, 0):] {
+		b.costs = append(b.costs, min(max(c, 0), int(math.Ceil(b.capacity()))))
 	}
-	b.limit, b.level, b.at = s.Limit, s.Level, s.At
 	if now.Before(s.At) {
 		b.at = now // the clock went back: what passed is unknown, nothing is refilled
 	}

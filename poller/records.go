@@ -15,7 +15,8 @@ const BudgetRecord = "budget"
 
 // Records keeps the poller's state records across restarts (implemented
 // by *state.Store). A missing or unreadable record is read as nothing
-// known: a new (full) budget.
+// known: a new budget, full for a new file, empty for a file that shows
+// earlier work (a watermark or a baseline).
 type Records interface {
 	SaveRecord(name string, v any) error
 	LoadRecord(name string, v any) (found bool, err error)
@@ -36,10 +37,18 @@ func (p *Poller) restoreBudget(rc *RunConfig) {
 	now := p.cfg.Now()
 	bs, found, err := LoadBudget(rc.Records)
 	if err != nil {
-		p.log.Warn("call budget record unreadable: starting with a new budget", "err", err)
+		p.log.Warn("call budget record unreadable: starting with an empty budget", "err", err)
+		rc.Budget.StartEmpty()
 		return
 	}
 	if !found {
+		// No record, but earlier work in the file (a process killed
+		// before its first save): what it spent is unknown, so the
+		// budget starts empty, not full.
+		if m, err := p.store.Meta(); err != nil || !m.Watermark.IsZero() || !m.Baseline.IsZero() {
+			rc.Budget.StartEmpty()
+			p.log.Info("call budget: no record in a state file that shows earlier work; starting with an empty budget")
+		}
 		return
 	}
 	rc.Budget.Restore(bs, now)

@@ -72,17 +72,61 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 	if rc.Calls != nil {
 		seen = rc.Calls()
 	}
+	// progressed is what the sweep or probe under way was charged call by
+	// call (onCall); charged is the rest of it when it returns.
+	progressed := 0
 	// charged is what went out to the service since the last charge:
 	// every request (logins, refreshes, retries) where the client counts
 	// them, else the calls the sweep or probe made itself.
 	charged := func(own int) int {
 		if rc.Calls == nil {
+			own, progressed = max(own-progressed, 0), 0
 			return own
 		}
 		n := rc.Calls()
-		own, seen = int(n-seen), n
+		own, seen, progressed = int(n-seen), n, 0
 		return own
 	}
+	// The budget is charged as the calls go out, and saved at most every
+	// second or every saveEvery calls: a process killed inside a long
+	// sweep (a first sync) leaves what it spent in the state file, less
+	// what it made since the last save.
+	var opStart, lastSave time.Time
+	unsaved := 0
+	onCall := func(newCalls int) {
+		var n int
+		if rc.Calls == nil {
+			n = newCalls
+		} else {
+			c := rc.Calls()
+			n, seen = int(c-seen), c
+		}
+		progressed += n
+		if n <= 0 {
+			return
+		}
+		now := p.cfg.Now()
+		rc.Budget.Take(now, n, throttle())
+		if unsaved += n; unsaved < saveEvery && now.Sub(lastSave) < time.Second {
+			return
+		}
+		unsaved, lastSave = 0, now
+		// The next sweep's time as if the sweep ended now: a successor
+		// is held as this process would be.
+		gap, _ := rc.Budget.Gap(now, rc.Interval, throttle())
+		rc.Budget.next, rc.Budget.gap = opStart.Add(gap), gap
+		if rc.OnBudget != nil {
+			rc.OnBudget(rc.Budget.Snapshot())
+		}
+	}
+	report := p.cfg.OnProgress
+	p.cfg.OnProgress = func(pr Progress) {
+		onCall(pr.NewCalls)
+		if report != nil {
+			report(pr)
+		}
+	}
+	defer func() { p.cfg.OnProgress = report }()
 	// A probe in progress: the part of its window not read yet.
 	var probe struct {
 		on       bool
@@ -97,10 +141,14 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			// its settle and overlap from the config.
 			p.cfg.Settle, p.cfg.Overlap = rc.Timings.Next()
 		}
+		opStart = p.cfg.Now()
 		st, err := p.Sweep(ctx)
-		st.Charged = charged(st.Calls)
+		inSweep := progressed
+		rest := charged(st.Calls)
+		st.Charged = inSweep + rest
 		now := p.cfg.Now()
-		rc.Budget.Spend(now, st.Charged, throttle())
+		rc.Budget.Take(now, rest, throttle())
+		rc.Budget.Cost(st.Charged)
 		if ctx.Err() != nil {
 			// The sweep a shutdown cut short is charged and saved too.
 			gap, _ := rc.Budget.Gap(now, rc.Interval, throttle())
@@ -126,9 +174,11 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 				// behind at most one slice of old pages.
 				rs, next, rerr := p.Recheck(ctx, probe.next, probe.to, 1, &probe.width)
 				now = p.cfg.Now()
+				inProbe := progressed
 				pc := charged(rs.Calls)
-				rc.Budget.Charge(now, pc, throttle())
-				st.Charged += pc
+				rc.Budget.Take(now, pc, throttle())
+				rc.Budget.Extra(inProbe + pc) // taken call by call (onCall) and now
+				st.Charged += inProbe + pc
 				if ctx.Err() != nil {
 					if rc.OnBudget != nil {
 						rc.OnBudget(rc.Budget.Snapshot())
@@ -177,6 +227,10 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		}
 	}
 }
+
+// saveEvery is how many calls of a sweep at most go out between two saves
+// of the budget (and at most a second passes).
+const saveEvery = 5
 
 // slack says whether the short and the route period leave room for one
 // more call before they reset, besides a one-call sweep every pace and the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
@@ -49,8 +50,13 @@ type group struct {
 }
 
 func newGroup(t *testing.T) *group {
-	ns := testnats.Start(t)
-	nc, err := nats.Connect(ns.ClientURL())
+	return newGroupOn(t, testnats.Start(t).ClientURL(), 1)
+}
+
+// newGroupOn is a group on the NATS server (or cluster) at url, with a
+// stream of the replicas given.
+func newGroupOn(t *testing.T, url string, replicas int) *group {
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +65,11 @@ func newGroup(t *testing.T) *group {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = js.CreateStream(context.Background(), jetstream.StreamConfig{Name: stream, Subjects: []string{"orders.>"}})
+	_, err = js.CreateStream(context.Background(), jetstream.StreamConfig{Name: stream, Subjects: []string{"orders.>"}, Replicas: replicas})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &group{t: t, url: ns.ClientURL(), js: js, key: lease.Key(shop, stream), bucket: "test"}
+	return &group{t: t, url: url, js: js, key: lease.Key(shop, stream), bucket: "test"}
 }
 
 // pipeline records the loop's requests.
@@ -129,6 +135,7 @@ type member struct {
 	rep   *replica.Replica
 	p     *pipeline
 	logs  *e2e.LockedBuffer
+	reg   *prometheus.Registry
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -158,10 +165,12 @@ func (g *group) start(name string, p *pipeline) *member {
 		t.Fatal(err)
 	}
 	p.store = st
-	m := &member{name: name, nc: nc, store: st, ckpt: &checkpointStore{Store: st}, p: p, logs: &e2e.LockedBuffer{}, done: make(chan struct{})}
+	m := &member{name: name, nc: nc, store: st, ckpt: &checkpointStore{Store: st}, p: p, logs: &e2e.LockedBuffer{}, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	cfg := replica.Config{
-		NC: nc, Store: m.ckpt, Stream: stream, SubjectPrefix: "orders",
+		Registerer: m.reg,
+		NC:         nc, Store: m.ckpt, FileLock: st.LockID(), Stream: stream, SubjectPrefix: "orders",
 		Key: g.key, Instance: name, Host: "h", Bucket: g.bucket, TTL: ttl,
+		Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, "budget"},
 		Logger: slog.New(slog.NewTextHandler(m.logs, nil)),
 		Tuning: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second},
 	}
@@ -269,23 +278,49 @@ func TestFailoverWhenActiveDies(t *testing.T) {
 func TestDemotionWhenAnotherHoldsTheLease(t *testing.T) {
 	g := newGroup(t)
 	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
-	kv, err := g.js.KeyValue(context.Background(), g.bucket+"_lease")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _ := json.Marshal(lease.Value{Instance: "x", Host: "elsewhere", Nonce: "x", Since: time.Now()})
-	if _, err := kv.Put(context.Background(), g.key, other); err != nil { // x took it
-		t.Fatal(err)
-	}
+	g.takenBy("x")
 	waitFor(t, "a's loops stopped", func() bool { _, _, stops, _ := a.p.state(); return len(stops) > 0 })
 	if _, _, stops, _ := a.p.state(); stops[0] {
 		t.Error("a flushed its outbox after losing the lease")
 	}
-	waitFor(t, "a mirroring", func() bool {
-		l := a.logs.String()
-		i := strings.Index(l, "not the active replica any more")
-		return i >= 0 && strings.Contains(l[i:], "standby: mirroring the stream")
-	})
+	waitFor(t, "a mirroring", a.demotedToStandby)
+}
+
+// takenBy writes the lease key as another process's (an operator, a split
+// brain): the holder's next renewal finds another revision.
+func (g *group) takenBy(instance string) {
+	kv, err := g.js.KeyValue(context.Background(), g.bucket+"_lease")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	other, _ := json.Marshal(lease.Value{Instance: instance, Host: "elsewhere", Nonce: instance, Since: time.Now()})
+	if _, err := kv.Put(context.Background(), g.key, other); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// demotedToStandby says whether the member, once active, stopped its
+// loops and mirrors the stream.
+func (m *member) demotedToStandby() bool {
+	l := m.logs.String()
+	i := strings.Index(l, "not the active replica any more")
+	return i >= 0 && strings.Contains(l[i:], "standby: mirroring the stream")
+}
+
+// callingPipeline is a pipeline whose loop builds a client from the
+// replica's state file (restored from the group at a takeover), sends the
+// wait the client starts with to pending and calls the shop at url at once.
+func callingPipeline(t *testing.T, url string, pending chan<- plenty.Wait) *pipeline {
+	return &pipeline{onStart: func(ctx context.Context, st *state.Store) {
+		c, err := plenty.New(plenty.Config{BaseURL: url, Username: "demo", Password: "demo", Tokens: st, Sessions: st, Waits: st})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		w, _ := c.Pacer().Pending()
+		pending <- w
+		_, _ = c.SearchOrders(ctx, plenty.Query{ItemsPerPage: 1})
+	}}
 }
 
 // TestLostRenewalStopsTheActive: the active replica cannot renew (NATS
@@ -322,14 +357,7 @@ func TestLostRenewalStopsTheActive(t *testing.T) {
 // restores it and makes no call to the shop before it ends.
 func TestTakeoverInsideWaitKeepsWait(t *testing.T) {
 	g := newGroup(t)
-	sim := plentysim.New(plentysim.Config{Seed: 1})
-	sim.Generate(5, time.Now().Add(-time.Hour), time.Now().Add(-time.Minute))
-	var firstCall atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		firstCall.CompareAndSwap(0, time.Now().UnixNano())
-		sim.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
+	srv, firstCall := shopFirstCall(t)
 
 	until := time.Now().Add(4 * time.Second)
 	a := g.start("a", &pipeline{})
@@ -344,16 +372,7 @@ func TestTakeoverInsideWaitKeepsWait(t *testing.T) {
 	// b's loop: a client built from its state file (restored from the
 	// group's checkpoint at the takeover) that calls the shop at once.
 	pending := make(chan plenty.Wait, 1)
-	b := g.start("b", &pipeline{onStart: func(ctx context.Context, st *state.Store) {
-		c, err := plenty.New(plenty.Config{BaseURL: srv.URL, Username: "demo", Password: "demo", Tokens: st, Sessions: st, Waits: st})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		w, _ := c.Pacer().Pending()
-		pending <- w
-		_, _ = c.SearchOrders(ctx, plenty.Query{ItemsPerPage: 1})
-	}})
+	b := g.start("b", callingPipeline(t, srv.URL, pending))
 	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
 	a.kill()
 	waitFor(t, "b active", b.working)
@@ -399,4 +418,18 @@ func TestCheckpointThatCannotBeWritten(t *testing.T) {
 	if _, _, stops, _ := a.p.state(); len(stops) != 0 || !a.working() {
 		t.Errorf("a's loops stopped %v times", stops)
 	}
+}
+
+// shopFirstCall is a simulated shop that notes the time of the first
+// request it gets (unix nanos; 0 before).
+func shopFirstCall(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	sim := plentysim.New(plentysim.Config{Seed: 1})
+	sim.Generate(5, time.Now().Add(-time.Hour), time.Now().Add(-time.Minute))
+	firstCall := new(atomic.Int64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		firstCall.CompareAndSwap(0, time.Now().UnixNano())
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, firstCall
 }

@@ -10,7 +10,9 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +57,10 @@ type Config struct {
 	EnsureStream  func(ctx context.Context) error
 	Stream        string
 	SubjectPrefix string
+	// FileLock names the state file whose lock this process holds
+	// (state.Store.LockID): the lease of an earlier process on the same
+	// file is taken over at once, never one of a copy (lease.Config.Lock).
+	FileLock string
 	// Key is the group's key (lease.Key of the shop id and the stream);
 	// LegacyKey the key an earlier version used (lease.Key of the service
 	// URL and the stream), kept while the group's state is under it
@@ -71,9 +77,17 @@ type Config struct {
 	Bucket string
 	// TTL is the lease's time to live for a bucket this replica creates.
 	TTL time.Duration
+	// Replicas of the buckets (lease, checkpoint, snapshot): 0 follows the
+	// stream's, so that on a NATS cluster no single node holds the group's
+	// lease while the stream survives its loss.
+	Replicas int
 	// Own names the records of this replica's own file a checkpoint never
 	// replaces (mirror.Config.Own).
 	Own []string
+	// Limits names the records that bind the shop's calls (the waits, the
+	// sessions, the budget): the active writes them to the group when one
+	// is saved through Records (limits.go).
+	Limits []string
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // the hot standby's metrics; nil: none
@@ -115,6 +129,8 @@ type Replica struct {
 	shown  atomic.Pointer[mirror.Mirror] // the same, for the readiness and the metrics
 	key    atomic.Pointer[string]        // the group's key in force (GroupKey), set by setup
 	ckpts  *lease.Checkpoints
+	ckv    jetstream.KeyValue // the checkpoint bucket (the limits key too)
+	limits chan struct{}      // a record of Config.Limits was saved (cap 1)
 
 	changed     chan struct{} // the lease changed hands (cap 1)
 	swept       chan struct{} // a verified sweep committed (cap 1)
@@ -122,6 +138,11 @@ type Replica struct {
 	mirrorAlive atomic.Bool
 	holder      atomic.Value // lease.Value: the holder last seen ("" instance: none)
 	setupErr    atomic.Value // string: why the buckets cannot be reached yet ("" when bound)
+
+	// fence keeps the pipeline's commits (Fence) and a demotion apart:
+	// fenced unless a tenure's loops run.
+	fence  sync.RWMutex
+	fenced bool
 
 	takeovers prometheus.Counter
 	applied   prometheus.Counter
@@ -135,7 +156,8 @@ func New(cfg Config) *Replica {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Replica{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}, 1), swept: make(chan struct{}, 1)}
+	r := &Replica{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}, 1), swept: make(chan struct{}, 1), limits: make(chan struct{}, 1)}
+	r.fenced = true
 	r.holder.Store(lease.Value{})
 	r.setupErr.Store("")
 	r.register(cfg.Registerer)
@@ -176,6 +198,14 @@ func (r *Replica) register(reg prometheus.Registerer) {
 			}
 			return 0
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "orderwatch_standby_unproven", Help: "1 while this replica's snapshot cannot be proven to hold every event of the group (the stream was created again or lost events before it read them; see the state report), until the active's next snapshot dump.",
+		}, func() float64 {
+			if m := r.shown.Load(); m != nil && m.Unproven() != "" {
+				return 1
+			}
+			return 0
+		}),
 	)
 }
 
@@ -198,6 +228,31 @@ func (r *Replica) Gate() error {
 	return l.Gate()
 }
 
+// ErrFenced is returned by Fence once this replica stopped being the
+// active one (or before it became it).
+var ErrFenced = errors.New("not the active replica: the commit to the state file is refused (a demotion undoes what the tenure left unpublished)")
+
+// Fence runs commit, the pipeline's commit to the state file, unless this
+// replica's tenure ended: a sweep still running when a demotion stopped
+// waiting for it (the shutdown timeout) cannot commit after the demotion
+// undid the tenure's outbox. A demotion waits for a commit in progress.
+func (r *Replica) Fence(commit func() error) error {
+	r.fence.RLock()
+	defer r.fence.RUnlock()
+	if r.fenced {
+		return ErrFenced
+	}
+	return commit()
+}
+
+// setFenced opens or closes the fence (closing it waits for a commit in
+// progress).
+func (r *Replica) setFenced(fenced bool) {
+	r.fence.Lock()
+	r.fenced = fenced
+	r.fence.Unlock()
+}
+
 // Swept tells the replica that a verified sweep committed (the active
 // writes a checkpoint after it).
 func (r *Replica) Swept() {
@@ -215,6 +270,10 @@ type Status struct {
 	CaughtUp  bool   // the mirror applied the stream up to 10 s ago
 	Lag       int64  // events not applied yet
 	Holder    string // the instance holding the lease ("" none)
+	// Unproven says why the snapshot may miss events of the group
+	// (mirror.Unproven): reported, not a reason to be unready (a rollout
+	// must proceed; the active's next dump proves it again).
+	Unproven string
 }
 
 // Status reads the replica's status now.
@@ -223,7 +282,7 @@ func (r *Replica) Status() Status {
 	s.SetupErr, _ = r.setupErr.Load().(string)
 	if m := r.shown.Load(); m != nil {
 		s.Mirroring = r.mirrorAlive.Load()
-		s.CaughtUp, s.Lag = m.CaughtUp(10*time.Second), m.Lag()
+		s.CaughtUp, s.Lag, s.Unproven = m.CaughtUp(10*time.Second), m.Lag(), m.Unproven()
 	}
 	h, _ := r.holder.Load().(lease.Value)
 	s.Holder = h.Instance
@@ -241,6 +300,9 @@ type Report struct {
 	Deadline  time.Time `json:"deadline,omitzero"` // this replica's own (active)
 	LagEvents int64     `json:"standbyLagEvents"`
 	Seq       uint64    `json:"mirroredSeq"`
+	// Unproven says why this replica's snapshot may miss events of the
+	// group (mirror.Unproven); "" when it holds every one.
+	Unproven string `json:"unproven,omitempty"`
 }
 
 // Report is the replica's part of the state report.
@@ -257,7 +319,7 @@ func (r *Replica) Report() *Report {
 	h, _ := r.holder.Load().(lease.Value)
 	rep.Holder, rep.HolderAt, rep.Since = h.Instance, h.Host, h.Since
 	if m := r.shown.Load(); m != nil {
-		rep.LagEvents, rep.Seq = m.Lag(), m.Seq()
+		rep.LagEvents, rep.Seq, rep.Unproven = m.Lag(), m.Seq(), m.Unproven()
 		if rep.Role == "active" {
 			rep.LagEvents = 0
 		}
@@ -297,15 +359,30 @@ func (r *Replica) setup(ctx context.Context) bool {
 
 func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	name := r.cfg.Bucket
-	kv, ttl, err := lease.Bucket(ctx, js, name+"_lease", r.cfg.TTL)
+	// The stream first: the buckets' replicas follow its own.
+	if r.cfg.EnsureStream != nil {
+		if err := r.cfg.EnsureStream(ctx); err != nil {
+			return err
+		}
+	}
+	replicas := r.cfg.Replicas
+	if replicas <= 0 {
+		s, err := js.Stream(ctx, r.cfg.Stream)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", r.cfg.Stream, err)
+		}
+		replicas = max(s.CachedInfo().Config.Replicas, 1)
+	}
+	opts := []lease.BucketOption{lease.Replicas(replicas), lease.BucketLogger(r.log)}
+	kv, ttl, err := lease.Bucket(ctx, js, name+"_lease", r.cfg.TTL, opts...)
 	if err != nil {
 		return err
 	}
-	ckv, err := lease.CheckpointBucket(ctx, js, name+"_checkpoint")
+	ckv, err := lease.CheckpointBucket(ctx, js, name+"_checkpoint", opts...)
 	if err != nil {
 		return err
 	}
-	dumps, err := mirror.DumpBucket(ctx, js, name+"_snapshot")
+	dumps, err := mirror.DumpBucket(ctx, js, name+"_snapshot", opts...)
 	if err != nil {
 		return err
 	}
@@ -318,12 +395,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 			"key", key, "new_key", r.cfg.Key)
 	}
 	r.key.Store(&key)
-	if r.cfg.EnsureStream != nil {
-		if err := r.cfg.EnsureStream(ctx); err != nil {
-			return err
-		}
-	}
-	r.ckpts = lease.NewCheckpoints(ckv, key)
+	r.ckpts, r.ckv = lease.NewCheckpoints(ckv, key), ckv
 	r.mirror, err = mirror.New(mirror.Config{
 		JS: js, Stream: r.cfg.Stream, SubjectPrefix: r.cfg.SubjectPrefix, Store: r.cfg.Store,
 		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: r.cfg.Own,
@@ -333,7 +405,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 		return err
 	}
 	l := lease.New(kv, ttl, lease.Config{
-		Key: key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Shop: r.cfg.ShopURL, Logger: r.log,
+		Key: key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Lock: r.cfg.FileLock, Shop: r.cfg.ShopURL, Logger: r.log,
 		Renew: r.cfg.Renew, Margin: r.cfg.Margin,
 		OnChange: func(bool) {
 			select {
@@ -347,7 +419,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	}
 	r.shown.Store(r.mirror)
 	r.lease.Store(l)
-	r.log.Info("hot standby: lease", "key", key, "instance", r.cfg.Instance, "ttl", ttl.String(), "bucket", name+"_lease")
+	r.log.Info("hot standby: lease", "key", key, "instance", r.cfg.Instance, "ttl", ttl.String(), "bucket", name+"_lease", "replicas", replicas)
 	return nil
 }
 
@@ -358,6 +430,21 @@ func (r *Replica) Key() string {
 		return *k
 	}
 	return r.cfg.Key
+}
+
+// checkpointFailed logs a failed checkpoint write (or takeover): one the
+// group's checkpoint refused because another replica writes it names that
+// writer (the lease is demoted then).
+func (r *Replica) checkpointFailed(msg string, err error) {
+	var fe *lease.ForeignError
+	switch {
+	case errors.As(err, &fe):
+		r.log.Warn(msg+": another replica writes the group's checkpoint, so this one is not the active one and stops", "writer", fe.Writer.Instance, "writer_nonce", fe.Writer.Nonce, "writer_tenure", fe.Writer.Epoch)
+	case errors.Is(err, lease.ErrNotWriter):
+		r.log.Warn(msg+": another replica writes the group's checkpoint, so this one is not the active one and stops", "err", err)
+	default:
+		r.log.Warn(msg, "err", err)
+	}
 }
 
 // otherHolds says whether another process holds the lease now (false when

@@ -2,7 +2,11 @@ package replica
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
+
+	"github.com/orderwatch/orderwatch/lease"
 )
 
 // role is what runs in this process: the pipeline's loops with the
@@ -10,6 +14,7 @@ import (
 type role struct {
 	stopWork   func(flush bool) int
 	stopCkpt   func()
+	stopLimits func()
 	stopRescan func()
 	stopMirror func()
 	// atStart: nothing ran since the process started or since a demotion
@@ -58,10 +63,16 @@ func (r *Replica) Run(ctx context.Context, p Pipeline) (stopAt time.Time, left i
 		ro.stopRescan()
 		ro.stopCkpt()
 		left = ro.stopWork(true)
+		ro.stopLimits()
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := r.writeLimits(cctx); err != nil {
+			r.log.Warn("the group's last limits were not written; the standby starts from the ones before", "err", err)
+		}
+		cancel()
 		if left == 0 {
 			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if _, err := r.mirror.Committed(cctx, l); err != nil {
-				r.log.Warn("the last checkpoint was not written; the standby starts from the one before", "err", err)
+				r.checkpointFailed("the last checkpoint was not written; the standby starts from the one before", err)
 			}
 			cancel()
 		}
@@ -87,10 +98,12 @@ func (r *Replica) promote(ctx context.Context, p Pipeline, ro *role) {
 		ro.stopMirror = nil
 	}
 	if err := r.takeover(ctx, p, ro.atStart); err != nil {
-		r.log.Warn("taking over failed; trying again", "err", err)
+		r.checkpointFailed("taking over failed; trying again", err)
 		return
 	}
 	ro.atStart = false
+	r.setFenced(false)
+	ro.stopLimits = r.startLimits(ctx)
 	ro.stopWork, ro.stopCkpt, ro.stopRescan = p.Start(ctx), r.startCheckpoints(ctx), r.serveRescan(p)
 	r.working.Store(true)
 }
@@ -104,6 +117,11 @@ func (r *Replica) demote(ctx context.Context, ro *role) {
 		ro.stopRescan()
 		ro.stopCkpt()
 		ro.stopWork(false)
+		// A sweep the stop did not wait for commits nothing from now on
+		// (one in progress ends first): what the outbox holds now is all
+		// a demotion must undo.
+		r.setFenced(true)
+		ro.stopLimits()
 		ro.stopWork = nil
 		// Its outbox and watermark may be ahead of the group: kept while
 		// nobody else holds the lease (NATS unreachable: a single replica
@@ -139,13 +157,48 @@ func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error 
 	tctx, cancel := context.WithTimeout(ctx, r.cfg.TakeoverLimit)
 	defer cancel()
 	before, _ := r.cfg.Store.Meta()
+	// The checkpoint the takeover restores: the group's limits are newer
+	// when its writer wrote them after it.
+	prev, found, err := r.ckpts.Read(tctx)
+	if errors.Is(err, lease.ErrCorrupt) {
+		found, err = false, nil
+	}
+	if err != nil {
+		return err
+	}
+	// An outbox left by this replica's last tenure (a commit that came
+	// after its demotion undid the outbox, by an earlier version) is
+	// undone first: its events were never the group's.
+	if n := r.cfg.Store.OutboxDepth(); n > 0 && !atStart {
+		r.log.Warn("taking over with an outbox of an earlier tenure: undone first", "events", n)
+		atStart = true
+	}
 	restored, err := r.mirror.Takeover(tctx, l, atStart)
 	if err != nil {
 		return err
 	}
+	if restored {
+		// The tenure's first checkpoint, before any call, tells a replica
+		// that was active before that it does not continue: without it,
+		// no call.
+		if w := l.Writer(); r.ckpts.Last().Writer() != w {
+			return fmt.Errorf("the tenure's first checkpoint was not written (%d outbox entries): not calling the shop", r.cfg.Store.OutboxDepth())
+		}
+	}
 	r.noteGroupWins(before)
 	if err := l.Gate(); err != nil {
 		return err
+	}
+	if restored {
+		applied, err := r.applyLimits(tctx, prev, found)
+		if err != nil {
+			return err
+		}
+		if applied {
+			if err := r.writeLimits(tctx); err != nil {
+				return err
+			}
+		}
 	}
 	if restored {
 		if err := p.Restored(); err != nil {
@@ -162,10 +215,7 @@ func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error 
 // startCheckpoints writes a checkpoint after each verified sweep, once the
 // outbox is empty (within CheckpointWait; else the next sweep's turn).
 func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return background(ctx, func(ctx context.Context) {
 		for {
 			select {
 			case <-ctx.Done():
@@ -182,23 +232,31 @@ func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 				return
 			}
 			if _, err := r.mirror.Committed(ctx, r.lease.Load()); err != nil && ctx.Err() == nil {
-				r.log.Warn("writing the checkpoint failed", "err", err)
+				r.checkpointFailed("writing the checkpoint failed", err)
 			}
 		}
-	}()
-	return func() { cancel(); <-done }
+	})
 }
 
 // startMirror runs the mirror until stop.
 func (r *Replica) startMirror(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
 	r.mirrorAlive.Store(true)
-	go func() {
-		defer close(done)
+	stop = background(ctx, func(ctx context.Context) {
 		defer r.mirrorAlive.Store(false)
 		_ = r.mirror.Run(ctx)
-	}()
+	})
 	r.log.Info("standby: mirroring the stream; no call to the shop", "from_seq", r.mirror.Seq())
+	return stop
+}
+
+// background runs f in a goroutine until stop, which ends its context and
+// waits for it to return.
+func background(ctx context.Context, f func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
 	return func() { cancel(); <-done }
 }

@@ -107,7 +107,9 @@ type Options struct {
 type Store struct {
 	db   *bolt.DB
 	path string
-	opt  Options
+	// lockID names the file whose lock the store holds (LockID).
+	lockID string
+	opt    Options
 
 	wmu   sync.Mutex   // serialises Commit and DeleteOutbox so that depth is exact
 	depth atomic.Int64 // outbox entries
@@ -168,7 +170,7 @@ func Open(path string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	s := &Store{db: db, path: path, opt: opt}
+	s := &Store{db: db, path: path, opt: opt, lockID: lockID(path)}
 	// A look first, and a write only when the file must be initialised or
 	// migrated: a watcher restarted on a full disk opens its file, stays
 	// not ready and recovers once the disk has room.
@@ -313,3 +315,19 @@ func (s *Store) Close() error {
 
 // Path returns the file's path.
 func (s *Store) Path() string { return s.path }
+
+// LockID names the file this store holds the lock of (device and inode):
+// a process that holds it knows that every earlier process on this file is
+// gone, and a copy of the file has another ("" where the system does not
+// tell).
+func (s *Store) LockID() string { return s.lockID }
+
+// lockID is the identity of the file at path (just locked by Open).
+func lockID(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	return fileIdentity(f)
+}

@@ -3,6 +3,7 @@
 package state
 
 import (
+	"fmt"
 	"os"
 	"syscall"
 )
@@ -12,4 +13,18 @@ import (
 // alive after the descriptor is closed, so it must be released explicitly.
 func unlockFile(f *os.File) {
 	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}
+
+// fileIdentity names the open file by its device and inode: the file its
+// lock (flock) is on. A copy of the file has another; "" when unknown.
+func fileIdentity(f *os.File) string {
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino)
 }

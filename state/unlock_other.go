@@ -6,3 +6,6 @@ import "os"
 
 // unlockFile: closing the file releases the lock on these systems.
 func unlockFile(*os.File) {}
+
+// fileIdentity: not known on these systems.
+func fileIdentity(*os.File) string { return "" }

@@ -53,14 +53,23 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	store, err := state.Open(cfg.StatePath, state.Options{Timeout: 200 * time.Millisecond, OutboxMax: cfg.OutboxMax})
+	var store *state.Store
+	if cfg.StatePath != "" {
+		store, err = state.Open(cfg.StatePath, state.Options{Timeout: 200 * time.Millisecond, OutboxMax: cfg.OutboxMax})
+	}
 	switch {
+	case cfg.StatePath == "":
+		// The documented way to try the password: a session of its own,
+		// kept nowhere (it stays open on the service until it expires).
+		report(nil, "no state file (WATCHER_STATE_PATH is empty): the session, the login guard and the service's waits are kept in memory only; this login opens a session of its own", "")
+		checkService(ctx, cfg, scope, &memoryStore{recs: map[string][]byte{}}, stdout, report)
 	case errors.Is(err, state.ErrLocked):
 		checkRunning(ctx, cfg, stdout, report)
 		fmt.Fprintln(stdout, "WARN password not tried: a watcher runs on this state file, and a login of check's own would open a second session")
 	case err != nil:
 		report(pipeline.StateOpenError(cfg.StatePath, err), "", "state file (no login without a place to keep the session)")
 	default:
+		report(nil, "state file "+cfg.StatePath+" (no watcher running on it)", "")
 		checkService(ctx, cfg, scope, store, stdout, report)
 		if err := store.Close(); err != nil {
 			report(err, "", "state file")
@@ -97,6 +106,9 @@ func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
 			} else {
 				report(err, fmt.Sprintf("stream %s captures %s.> with a duplicate window", cfg.Stream, cfg.SubjectPrefix), "stream "+cfg.Stream)
 			}
+			f, err := serverFeatures(ctx, nc)
+			report(err, "NATS server "+f.Version+fmt.Sprintf(" (JetStream API level %d)", f.APILevel), "NATS server "+f.Version)
+			writeLacks(stdout, f)
 			if cfg.Lease {
 				checkLease(ctx, cfg, nc, stdout)
 			}
@@ -132,8 +144,7 @@ func writeScope(w io.Writer, sp diff.ScopeSplit) {
 // checkService logs in with the session kept in the state file (a new login
 // only when it holds no live one; the new session is stored there for
 // `watcher run`) and searches once.
-func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store *state.Store, stdout io.Writer, report func(error, string, string)) {
-	report(nil, "state file "+cfg.StatePath+" (no watcher running on it)", "")
+func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store checkStore, stdout io.Writer, report func(error, string, string)) {
 	before, _ := store.LoadToken(ctx)
 	// Bound like `watcher run` by what the state file holds (the login
 	// guard, the service's pending wait), and leaving to it what it learns.
@@ -229,12 +240,57 @@ func waitConnected(ctx context.Context, connected func() bool, limit time.Durati
 	return nil
 }
 
+// checkStore is where check's client keeps the session and its records:
+// the state file, or memory without one.
+type checkStore interface {
+	plenty.TokenStore
+	plenty.SessionRecords
+}
+
+// memoryStore keeps them in memory (WATCHER_STATE_PATH empty).
+type memoryStore struct {
+	plenty.MemoryTokenStore
+	recs map[string][]byte
+}
+
+func (m *memoryStore) SaveRecord(name string, v any) error {
+	b, err := json.Marshal(v)
+	if err == nil {
+		m.recs[name] = b
+	}
+	return err
+}
+
+func (m *memoryStore) LoadRecord(name string, v any) (bool, error) {
+	b, ok := m.recs[name]
+	if !ok {
+		return false, nil
+	}
+	return true, json.Unmarshal(b, v)
+}
+
 // emptyOutbox lets check use the publisher's stream verification.
 type emptyOutbox struct{}
 
 func (emptyOutbox) Outbox(uint64, int) ([]state.OutboxEntry, error) { return nil, nil }
 func (emptyOutbox) DeleteOutbox(...uint64) error                    { return nil }
 func (emptyOutbox) OutboxDepth() int                                { return 0 }
+
+// serverFeatures asks the NATS server for its version and what it offers.
+func serverFeatures(ctx context.Context, nc *nats.Conn) (lease.ServerFeatures, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return lease.ServerFeatures{Version: nc.ConnectedServerVersion()}, err
+	}
+	return lease.Server(ctx, js)
+}
+
+// writeLacks warns once for each thing the server lacks.
+func writeLacks(w io.Writer, f lease.ServerFeatures) {
+	for _, l := range f.Lacks() {
+		fmt.Fprintf(w, "WARN NATS server %s lacks %s\n", f.Version, l)
+	}
+}
 
 // checkLease is `watcher check`'s line about the hot-standby group: who
 // holds the lease of this shop and stream. Informational: no replica

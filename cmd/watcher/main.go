@@ -130,6 +130,8 @@ func commandText(name string) (usage, desc string) {
 	for l := range strings.Lines(commandHelp) {
 		l = strings.TrimRight(l, "\n")
 		switch {
+		case strings.HasPrefix(l, "  "+name+" ") && lines == nil && len(l) > 23 && l[21:23] != "  ":
+			usage, lines = strings.TrimSpace(l), []string{} // the usage fills the line; the description follows
 		case strings.HasPrefix(l, "  "+name+" ") && lines == nil:
 			usage = strings.TrimSpace(l[:min(len(l), 23)])
 			lines = append(lines, strings.TrimSpace(l[min(len(l), 23):]))

@@ -112,14 +112,15 @@ func TestSubcommandHelp(t *testing.T) {
 	t.Setenv("WATCHER_NATS_URL", "nats://"+closedAddr(t))
 	t.Setenv("WATCHER_HTTP_ADDR", "127.0.0.1:0")
 
-	for _, cmd := range []string{"run", "check", "state", "demo", "reset"} {
+	for _, cmd := range []string{"run", "check", "state", "demo", "reset", "rescan"} {
 		for _, flag := range []string{"-h", "--help"} {
 			var out, errOut bytes.Buffer
 			code := run(t.Context(), []string{cmd, flag}, &out, &errOut)
 			if code != exitOK || !strings.HasPrefix(out.String(), "usage: watcher "+cmd) || errOut.Len() != 0 {
 				t.Errorf("watcher %s %s: exit %d\nstdout:\n%s\nstderr:\n%s", cmd, flag, code, out.String(), errOut.String())
 			}
-			if cmd == "state" && !strings.Contains(out.String(), "-json") || cmd == "demo" && !strings.Contains(out.String(), "-rate") {
+			if cmd == "state" && !strings.Contains(out.String(), "-json") || cmd == "demo" && !strings.Contains(out.String(), "-rate") ||
+				cmd == "rescan" && (!strings.Contains(out.String(), "-from") || !strings.Contains(out.String(), "Asks the active replica")) {
 				t.Errorf("watcher %s %s does not list its flags:\n%s", cmd, flag, out.String())
 			}
 		}

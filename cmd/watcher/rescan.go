@@ -21,11 +21,10 @@ import (
 // runRescan is `watcher rescan --from T [--to T]`.
 func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rescan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	from := fs.String("from", "", "start of the period to read again: RFC 3339 time, or a duration back from now (e.g. 6h)")
 	to := fs.String("to", "", "end of the period (optional; the sweeps read on to now)")
-	if err := fs.Parse(args); err != nil {
-		return exitConfig
+	if code, ok := parseArgs(fs, args, 0, stdout, stderr); !ok {
+		return code
 	}
 	parse := func(name, v string) (time.Time, error) {
 		var sf StartFrom
