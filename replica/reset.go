@@ -73,10 +73,9 @@ func Reset(ctx context.Context, nc *nats.Conn, bucket string, keys []string, opt
 		} else if ok {
 			rep.Checkpoints = append(rep.Checkpoints, key)
 		}
-		// The group's waits, sessions and budget (limits.go) go with it.
-		if _, err := purge(ctx, h.ckpt, key+".limits"); err != nil {
-			return rep, fmt.Errorf("limits %s.limits: %w", key, err)
-		}
+		// The group's waits, sessions and budget (key <key>.limits,
+		// limits.go) stay: they are the shop's quota, not the group's
+		// position, and bind whoever calls next.
 		if h.dumps != nil {
 			switch err := h.dumps.Delete(ctx, key); {
 			case err == nil:
