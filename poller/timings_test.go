@@ -179,3 +179,53 @@ func TestRunFindsLateArrivalBeyondOverlap(t *testing.T) {
 	}
 	t.Logf("found after %d sweeps (%v of fake time), overlap now %v, settle %v", len(sweeps), last.Start.Sub(sweeps[10].Start), last.Timings.Overlap, last.Timings.Settle)
 }
+
+// TestRunFindsLateArrivalWithinFloorAtNextSweep: nothing measured (the
+// overlap at its floor), a change that becomes visible 8 s below the
+// watermark is found by the very next sweep, not left to the probe
+// minutes later: what the floor of the overlap buys (a shop's first late
+// arrivals of up to about settle + floor are published within a sweep). A
+// lower floor trades exactly this for cheaper sweeps (docs/benchmarks.md,
+// "The busy defaults").
+func TestRunFindsLateArrivalWithinFloorAtNextSweep(t *testing.T) {
+	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{})
+	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
+	tm := poller.NewTimings(poller.TimingsConfig{Records: e.store})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var sweeps []poller.Stats
+	var late int64
+	err := e.poll.Run(ctx, poller.RunConfig{
+		CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm,
+		OnSweep: func(st poller.Stats, err error) {
+			if err != nil {
+				t.Errorf("sweep: %v", err)
+			}
+			sweeps = append(sweeps, st)
+			switch len(sweeps) {
+			case 10:
+				// A commit stamped 8 s below the watermark becomes visible only now.
+				late = e.sim.AddOrder(plentysim.Order{CreatedAt: e.clk.Now().Add(-time.Hour), UpdatedAt: st.Watermark.Add(-8 * time.Second)}).ID
+			case 11:
+				cancel()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sweeps) != 11 {
+		t.Fatalf("%d sweeps; want 11", len(sweeps))
+	}
+	next := sweeps[10]
+	if next.Timings.OverlapSource != poller.SourceLate || next.Timings.BeyondOverlap != 0 || len(next.LateArrivals) != 1 || next.Probe {
+		t.Fatalf("the sweep after the late commit: late arrivals %v, probe %v, timings %+v; want it found by the sweep itself (one late arrival, none beyond the overlap)", next.LateArrivals, next.Probe, next.Timings)
+	}
+	found := false
+	for _, ev := range e.events() {
+		found = found || ev.Data.OrderID == late
+	}
+	if !found {
+		t.Errorf("no event for the order %d that became visible 8 s late, after the next sweep", late)
+	}
+}
