@@ -35,3 +35,18 @@ func TestReadmeConfigTable(t *testing.T) {
 		t.Errorf("the README's configuration table differs from `watcher help`; replace it with:\n%s", want.String())
 	}
 }
+
+// readmeMax is the README's size limit: a user's guide that one reads top
+// to bottom; details live in docs/ and are linked.
+const readmeMax = 30_000
+
+// TestReadmeStaysAGuide keeps the README within readmeMax bytes.
+func TestReadmeStaysAGuide(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(readme) > readmeMax {
+		t.Errorf("README.md is %d bytes, more than %d: move details to docs/ and link them", len(readme), readmeMax)
+	}
+}
