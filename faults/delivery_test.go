@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/schemas"
 )
@@ -238,27 +238,27 @@ func (f *faultEnv) checkExcept(except map[int64]bool) (events int) {
 	}
 	had := map[int64]map[string]bool{}
 	for id, o := range f.initial {
-		had[id] = map[string]bool{plenty.MustDecimal(o.StatusID).Canonical(): true}
+		had[id] = map[string]bool{order.MustDecimal(o.StatusID).Canonical(): true}
 	}
 	for _, ch := range f.sim.History() {
 		if had[ch.OrderID] == nil {
 			had[ch.OrderID] = map[string]bool{}
 		}
 		if ch.Kind == "status" {
-			had[ch.OrderID][plenty.MustDecimal(ch.From).Canonical()] = true
-			had[ch.OrderID][plenty.MustDecimal(ch.To).Canonical()] = true
+			had[ch.OrderID][order.MustDecimal(ch.From).Canonical()] = true
+			had[ch.OrderID][order.MustDecimal(ch.To).Canonical()] = true
 		}
 	}
 	for _, o := range f.sim.Orders() { // the status of an order created and never changed
 		if had[o.ID] == nil {
 			had[o.ID] = map[string]bool{}
 		}
-		had[o.ID][plenty.MustDecimal(o.StatusID).Canonical()] = true
+		had[o.ID][order.MustDecimal(o.StatusID).Canonical()] = true
 	}
 	type st struct{ status, lock string }
 	fold := map[int64]st{}
 	for id, o := range f.initial {
-		fold[id] = st{plenty.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
+		fold[id] = st{order.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
 	}
 	seen := map[string]bool{}
 	for i := 0; i < total; i++ {
@@ -287,14 +287,14 @@ func (f *faultEnv) checkExcept(except map[int64]bool) (events int) {
 			f.t.Errorf("event %s (%s of order %d) twice in the stream", ev.ID, ev.Type, ev.Data.OrderID)
 		}
 		seen[ev.ID] = true
-		status := plenty.MustDecimal(ev.Data.After.StatusID.String()).Canonical()
+		status := order.MustDecimal(ev.Data.After.StatusID.String()).Canonical()
 		if h := had[ev.Data.OrderID]; h == nil || !h[status] {
 			f.t.Errorf("order %d: event shows status %s, which it never had", ev.Data.OrderID, status)
 		}
 		fold[ev.Data.OrderID] = st{status, ev.Data.After.LockStatus}
 	}
 	for _, o := range f.sim.Orders() {
-		want := st{plenty.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
+		want := st{order.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
 		if got, ok := fold[o.ID]; (!ok || got != want) && !except[o.ID] {
 			f.t.Errorf("order %d: the stream folds to %+v, the order is %+v", o.ID, got, want)
 		}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/lease"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/replica"
 )
@@ -243,7 +243,7 @@ func (e *standbyEnv) checkChains() (byType map[string]int) {
 	last := map[int64]step{} // one change gives one event per change type, all with its before and after
 	cur := map[int64]st{}
 	for id, o := range e.initial {
-		cur[id] = st{plenty.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
+		cur[id] = st{order.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
 	}
 	byType = map[string]int{}
 	for i := 0; i < total; i++ {

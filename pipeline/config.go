@@ -18,7 +18,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/lease"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/shopid"
@@ -274,7 +274,7 @@ func (c *Config) ScopeSplit() (diff.ScopeSplit, error) {
 }
 
 // scopeFilters parses WATCHER_SCOPE: name=op:value pairs joined by &.
-func (c *Config) scopeFilters() ([]plenty.Filter, error) {
+func (c *Config) scopeFilters() ([]order.Filter, error) {
 	if strings.TrimSpace(c.Scope) == "" {
 		return nil, nil
 	}
@@ -282,30 +282,30 @@ func (c *Config) scopeFilters() ([]plenty.Filter, error) {
 	if err != nil {
 		return nil, ConfigErrorf("%s_SCOPE=%q: %v", EnvPrefix, c.Scope, err)
 	}
-	var fs []plenty.Filter
+	var fs []order.Filter
 	for name, vs := range vals {
 		if len(vs) != 1 {
 			return nil, ConfigErrorf("%s_SCOPE: filter %s given %d times; combine conditions on one field with WATCHER_SCOPE_JSON", EnvPrefix, name, len(vs))
 		}
-		f, err := plenty.ParseFilter(name, vs[0])
+		f, err := order.ParseFilter(name, vs[0])
 		if err != nil {
 			return nil, ConfigErrorf("%s_SCOPE: %v", EnvPrefix, err)
 		}
 		fs = append(fs, f)
 	}
-	slices.SortFunc(fs, func(a, b plenty.Filter) int { return strings.Compare(a.Field, b.Field) })
-	q := plenty.Query{Filters: fs}
+	slices.SortFunc(fs, func(a, b order.Filter) int { return strings.Compare(a.Field, b.Field) })
+	q := order.Query{Filters: fs}
 	if err := q.Validate(); err != nil {
 		return nil, ConfigErrorf("%s_SCOPE: %v", EnvPrefix, err)
 	}
 	return fs, nil
 }
 
-func (c *Config) scopeGroup() (*plenty.Group, error) {
+func (c *Config) scopeGroup() (*order.Group, error) {
 	if strings.TrimSpace(c.ScopeJSON) == "" {
 		return nil, nil
 	}
-	g, err := plenty.ParseGroup([]byte(c.ScopeJSON))
+	g, err := order.ParseGroup([]byte(c.ScopeJSON))
 	if err != nil {
 		return nil, ConfigErrorf("%s_SCOPE_JSON: %v", EnvPrefix, err)
 	}

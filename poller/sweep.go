@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -112,7 +112,7 @@ func (p *Poller) serverNow(ctx context.Context, sw *sweep) (time.Time, error) {
 	if t, ok := p.client.ServerNow(); ok {
 		return t, nil
 	}
-	q := plenty.Query{Filters: p.cfg.Scope, Complex: p.cfg.ScopeComplex, ItemsPerPage: 1}
+	q := order.Query{Filters: p.cfg.Scope, Complex: p.cfg.ScopeComplex, ItemsPerPage: 1}
 	_, err := p.client.SearchOrders(ctx, q)
 	sw.called(0)
 	if err != nil {
@@ -295,7 +295,7 @@ func (s *sweep) hold(at time.Time, err error) {
 // by the next sweep from where this one stopped (inside a second in the
 // past no order can enter, so the cursor stays valid), and the sweep goes
 // on past it meanwhile (see hold).
-func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *plenty.Page) error {
+func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *order.Page) error {
 	after := int64(0)
 	if c := s.p.bulk; c.at.Equal(lo) && c.after > 0 {
 		after, first = c.after, nil
@@ -352,7 +352,7 @@ func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *plenty.Page) 
 // slice that changes on every other page is still read once. Without
 // keyset paging (off, or the service ignores the filter) the slice is
 // rescanned whole.
-func (s *sweep) scan(ctx context.Context, lo, hi time.Time, first *plenty.Page) (ok bool, err error) {
+func (s *sweep) scan(ctx context.Context, lo, hi time.Time, first *order.Page) (ok bool, err error) {
 	bad := 0
 	done, upto, err := s.scanRange(ctx, lo, hi, first, &bad)
 	if err != nil {
@@ -444,7 +444,7 @@ func (s *sweep) keysetRest(ctx context.Context, lo, hi time.Time, after int64, b
 // entries that hold the watermark. done says the slice is verified; when it
 // is not, upto is the id up to which it was read for sure: the last id of
 // the last full page before the set changed (0: none).
-func (s *sweep) scanRange(ctx context.Context, lo, hi time.Time, first *plenty.Page, bad *int) (done bool, upto int64, err error) {
+func (s *sweep) scanRange(ctx context.Context, lo, hi time.Time, first *order.Page, bad *int) (done bool, upto int64, err error) {
 	total := first.TotalsCount
 	ipp := max(first.ItemsPerPage, 1)
 	last := max((total+ipp-1)/ipp, 1)
@@ -506,7 +506,7 @@ var errKeysetIgnored = errors.New("the service ignores orderId=gt:")
 // throughout is returned, and one that left shows its newer state in a
 // later window. It stops after KeysetPages pages; done says whether it got
 // to the end (the slice is verified and committed), last is the cursor.
-func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page, after int64) (last int64, done bool, err error) {
+func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *order.Page, after int64) (last int64, done bool, err error) {
 	lastID := after
 	bad := 0
 	for pages := 0; ; pages++ {
@@ -570,7 +570,7 @@ func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *plenty.Page,
 }
 
 // increasing checks that ids rise strictly from after; it returns the last id.
-func increasing(orders []plenty.Order, after int64) (int64, bool) {
+func increasing(orders []order.Order, after int64) (int64, bool) {
 	for _, o := range orders {
 		if o.ID <= after {
 			return after, false
@@ -581,7 +581,7 @@ func increasing(orders []plenty.Order, after int64) (int64, bool) {
 }
 
 // fetch reads one page of the window; afterID > 0 adds the keyset filter.
-func (s *sweep) fetch(ctx context.Context, lo, hi time.Time, page int, afterID int64) (*plenty.Page, error) {
+func (s *sweep) fetch(ctx context.Context, lo, hi time.Time, page int, afterID int64) (*order.Page, error) {
 	if err := s.stop.Err(); err != nil {
 		// Shutdown: keep what was read (without moving the watermark).
 		if ferr := s.flush(nil); ferr != nil {
@@ -590,12 +590,12 @@ func (s *sweep) fetch(ctx context.Context, lo, hi time.Time, page int, afterID i
 		return nil, err
 	}
 	cfg := s.p.cfg
-	filters := append(make([]plenty.Filter, 0, len(cfg.Scope)+2), cfg.Scope...)
-	filters = append(filters, plenty.Between("updatedAt", plenty.At(lo), plenty.At(hi)))
+	filters := append(make([]order.Filter, 0, len(cfg.Scope)+2), cfg.Scope...)
+	filters = append(filters, order.Between("updatedAt", order.At(lo), order.At(hi)))
 	if afterID > 0 {
-		filters = append(filters, plenty.Gt("orderId", plenty.Int(afterID)))
+		filters = append(filters, order.Gt("orderId", order.Int(afterID)))
 	}
-	q := plenty.Query{
+	q := order.Query{
 		Filters: filters, Complex: cfg.ScopeComplex,
 		SortBy: "orderId", SortOrder: "asc",
 		Page: page, ItemsPerPage: cfg.ItemsPerPage,
@@ -661,7 +661,7 @@ func (s *sweep) progress() {
 // add diffs a page against the snapshot and adds the changed states and
 // their events to the pending commit. The ids of one scan rise strictly, so
 // no order is twice in a pending commit.
-func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
+func (s *sweep) add(orders []order.Order, sliceHi time.Time) error {
 	cfg := s.p.cfg
 	opt := diff.Options{
 		Baseline:     s.baseline,
@@ -703,7 +703,7 @@ func (s *sweep) add(orders []plenty.Order, sliceHi time.Time) error {
 
 // late notes an entry that became visible after the sweeps had verified
 // past its updatedAt: a commit that arrived late by at least d.
-func (s *sweep) late(o plenty.Order, d time.Duration) {
+func (s *sweep) late(o order.Order, d time.Duration) {
 	if s.p.quarantined[o.ID] {
 		return // not late: read before, but undecodable (quarantine.go)
 	}
@@ -792,7 +792,7 @@ const flushAt = 5000
 // before it, so the bulk second becomes a slice of its own. The first page
 // is the window's lowest ids, not a fair sample of its times, so it is used
 // only for that. The result is in [lo, hi-1s].
-func cut(lo, hi time.Time, first *plenty.Page, want int64) time.Time {
+func cut(lo, hi time.Time, first *order.Page, want int64) time.Time {
 	c := lo.Add(time.Duration(float64(hi.Sub(lo)) * float64(want) / float64(first.TotalsCount)))
 	if len(first.Orders) >= 10 {
 		counts := map[int64]int{}

@@ -22,6 +22,7 @@ import (
 	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/replica"
 	"github.com/orderwatch/orderwatch/state"
@@ -319,7 +320,7 @@ func callingPipeline(t *testing.T, url string, pending chan<- plenty.Wait) *pipe
 		}
 		w, _ := c.Pacer().Pending()
 		pending <- w
-		_, _ = c.SearchOrders(ctx, plenty.Query{ItemsPerPage: 1})
+		_, _ = c.SearchOrders(ctx, order.Query{ItemsPerPage: 1})
 	}}
 }
 

@@ -14,25 +14,25 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 )
 
 // fixtureOrders are the decodable entries of every search page fixture of
 // plenty/testdata: numbers and decimal strings, decimal statuses, a PHP zero
 // createdAt, a null owner, a numeric locationId.
-func fixtureOrders(t *testing.T) []plenty.Order {
+func fixtureOrders(t *testing.T) []order.Order {
 	t.Helper()
 	files, err := filepath.Glob("../plenty/testdata/search-page*.json")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no fixtures: %v", err)
 	}
-	var out []plenty.Order
+	var out []order.Order
 	for _, f := range files {
 		body, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := plenty.DecodePage(body)
+		page, err := order.DecodePage(body)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -44,7 +44,7 @@ func fixtureOrders(t *testing.T) []plenty.Order {
 // decideAll returns every event Decide produces for o: first sight as
 // created and as discovered, and a change of status, lock and updatedAt
 // from an earlier state (decimal, absent and string-typed values included).
-func decideAll(o plenty.Order) []diff.Event {
+func decideAll(o order.Order) []diff.Event {
 	var evs []diff.Event
 	add := func(prev *diff.State, opt diff.Options) {
 		_, _, e := diff.Decide(prev, o, opt)
@@ -60,18 +60,18 @@ func decideAll(o plenty.Order) []diff.Event {
 
 	// A change: everything tracked differs.
 	prev := diff.StateOf(o)
-	prev.StatusID = plenty.MustDecimal("5.10")
+	prev.StatusID = order.MustDecimal("5.10")
 	prev.LockStatus = "reversibleLocked"
-	prev.UpdatedAt = plenty.Time{Time: o.UpdatedAt.Add(-90 * time.Minute)}
+	prev.UpdatedAt = order.Time{Time: o.UpdatedAt.Add(-90 * time.Minute)}
 	add(&prev, diff.Options{EmitUpdated: true})
 
 	// From a state with absent values (null lock, owner, referrer, createdAt).
-	bare := diff.State{StatusID: plenty.MustDecimal("1"), UpdatedAt: plenty.Time{Time: o.UpdatedAt.Add(-time.Minute)}}
+	bare := diff.State{StatusID: order.MustDecimal("1"), UpdatedAt: order.Time{Time: o.UpdatedAt.Add(-time.Minute)}}
 	add(&bare, diff.Options{EmitUpdated: true})
 
 	// From a state without a status (an entry that had no statusId: subject
 	// token "none", statusId null).
-	nostatus := diff.State{UpdatedAt: plenty.Time{Time: o.UpdatedAt.Add(-time.Minute)}}
+	nostatus := diff.State{UpdatedAt: order.Time{Time: o.UpdatedAt.Add(-time.Minute)}}
 	add(&nostatus, diff.Options{})
 	return evs
 }
@@ -401,7 +401,7 @@ const enrichedOrder = `{"id":2302,"referrerId":1,"plentyId":41523,"typeId":1,"lo
 // TestEnrichedEventsValidate: events of every type whose entry carries
 // relations validate, with labels of every kind.
 func TestEnrichedEventsValidate(t *testing.T) {
-	o, err := plenty.DecodeOrder(json.RawMessage(enrichedOrder))
+	o, err := order.DecodeOrder(json.RawMessage(enrichedOrder))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +434,7 @@ func TestEnrichedEventsValidate(t *testing.T) {
 }
 
 func TestBrokenLabelsAreRejected(t *testing.T) {
-	o, err := plenty.DecodeOrder(json.RawMessage(enrichedOrder))
+	o, err := order.DecodeOrder(json.RawMessage(enrichedOrder))
 	if err != nil {
 		t.Fatal(err)
 	}

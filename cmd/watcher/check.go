@@ -18,6 +18,7 @@ import (
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/replica"
 	"github.com/orderwatch/orderwatch/state"
@@ -165,7 +166,7 @@ func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store
 	err = client.Login(ctx)
 	after, _ := store.LoadToken(ctx)
 	okText := "logged in to " + cfg.PlentyURL + " as " + cfg.PlentyUsername + "; the session is kept in the state file for `watcher run`"
-	reused := before != (plenty.Token{}) && before.AccessToken == after.AccessToken
+	reused := before != (order.Token{}) && before.AccessToken == after.AccessToken
 	if reused {
 		okText = "session stored in the state file is live: reused it, no login"
 	}
@@ -180,7 +181,7 @@ func checkService(ctx context.Context, cfg *Config, scope diff.ScopeSplit, store
 		fmt.Fprintf(stdout, "WARN password not tried: the stored session (from an earlier login, valid until %s) was used; the service checks credentials only by opening a session, so WATCHER_PLENTY_USERNAME/PASSWORD are first used when it ends and `watcher run` logs in (to try them now: check with an empty WATCHER_STATE_PATH, which opens one more session)\n",
 			after.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	p, err := client.SearchOrders(ctx, plenty.Query{Filters: scope.Sent, Complex: scope.SentGroup, ItemsPerPage: 1})
+	p, err := client.SearchOrders(ctx, order.Query{Filters: scope.Sent, Complex: scope.SentGroup, ItemsPerPage: 1})
 	if err != nil {
 		report(err, "", "order search")
 		return
