@@ -80,6 +80,8 @@ type pipeline struct {
 	starts   []time.Time
 	stops    []bool // flush of each stop
 	restored int
+	// failRestore makes Restored fail (a rebuild that cannot work).
+	failRestore bool
 	// onStart, when set, runs in the loops' place until their stop, with
 	// the replica's state file.
 	onStart func(ctx context.Context, st *state.Store)
@@ -115,6 +117,9 @@ func (p *pipeline) Restored() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.restored++
+	if p.failRestore {
+		return errors.New("rebuild: cannot work")
+	}
 	return nil
 }
 
@@ -269,6 +274,30 @@ func TestFailoverWhenActiveDies(t *testing.T) {
 	}
 	if cp, ok := g.checkpoint(); !ok || cp.Instance != "b" {
 		t.Errorf("the new tenure's first checkpoint is not b's: %+v", cp)
+	}
+}
+
+// TestLeaderOnlyWhileWorking: a replica that holds the lease but whose
+// takeover keeps failing makes no call and says 0 in orderwatch_leader,
+// so that the alert on a group without a working active fires.
+func TestLeaderOnlyWhileWorking(t *testing.T) {
+	g := newGroup(t)
+	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	if got := metric(t, a, "orderwatch_leader"); got != 1 {
+		t.Fatalf("the working active's orderwatch_leader = %v, want 1", got)
+	}
+	b := g.start("b", &pipeline{failRestore: true})
+	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+	a.kill()
+	waitFor(t, "b's takeover failing", func() bool { return strings.Count(b.logs.String(), "taking over failed") >= 2 })
+	if !b.rep.Active() {
+		t.Fatal("b does not hold the lease")
+	}
+	if b.working() {
+		t.Fatal("b works although its takeover failed")
+	}
+	if got := metric(t, b, "orderwatch_leader"); got != 0 {
+		t.Errorf("orderwatch_leader = %v while b holds the lease but its takeover fails, want 0", got)
 	}
 }
 

@@ -183,9 +183,9 @@ func (r *Replica) register(reg prometheus.Registerer) {
 	}
 	reg.MustRegister(r.takeovers, r.applied, r.rescans,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "orderwatch_leader", Help: "1 while this replica holds the lease (the active one), 0 as a standby.",
+			Name: "orderwatch_leader", Help: "1 while this replica holds the lease and works as the active one (its takeover done, its loops running), 0 otherwise.",
 		}, func() float64 {
-			if r.Active() {
+			if r.Active() && r.Working() {
 				return 1
 			}
 			return 0
