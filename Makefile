@@ -92,5 +92,5 @@ nats-compat:
 		d="$(NATSBIN)/$$v"; \
 		GOBIN="$$d" $(GO) install github.com/nats-io/nats-server/v2@$$v || exit 1; \
 		echo "== nats-server $$v ($$("$$d/nats-server" --version))"; \
-		ORDERWATCH_NATS_SERVER="$$d/nats-server" $(GO) test -race -count=1 ./lease/ ./mirror/ || exit 1; \
+		ORDERWATCH_NATS_SERVER="$$d/nats-server" $(GO) test -race -count=1 ./lease/ ./mirror/ ./replica/ || exit 1; \
 	done

@@ -51,7 +51,7 @@ type group struct {
 }
 
 func newGroup(t *testing.T) *group {
-	return newGroupOn(t, testnats.Start(t).ClientURL(), 1)
+	return newGroupOn(t, testnats.StartAny(t).ClientURL(), 1)
 }
 
 // newGroupOn is a group on the NATS server (or cluster) at url, with a
