@@ -364,6 +364,10 @@ type request struct {
 	final bool
 	// salvage (final requests) gets what arrived of such a lost answer.
 	salvage func([]byte)
+	// sending, when set, is called before each attempt goes out, after
+	// the pacer's wait (a login counts its session as possibly open only
+	// then: one still queued behind a wait has sent nothing).
+	sending func()
 }
 
 // oneAttemptKey marks a context of OneAttempt.
@@ -418,6 +422,9 @@ func (c *Client) call(ctx context.Context, r request) error {
 			}
 		}
 		sent.Store(false)
+		if r.sending != nil {
+			r.sending()
+		}
 		status, body, err := c.exchange(ctx, r, tok.AccessToken)
 		if errors.Is(err, ErrFenced) {
 			return fmt.Errorf("%s: %w", r.op, err)

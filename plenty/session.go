@@ -397,9 +397,11 @@ func (c *Client) lostLifetime(salvaged time.Duration) time.Duration {
 
 // login makes one login request (runs with sessMu held). Only failures that
 // cannot have opened a session are retried inside (no connection, 429
-// throttling); any other failure holds back the next login. Before the
-// request goes out the session it may open is recorded as unsure, so that a
-// process killed before the answer arrives leaves it counted.
+// throttling); any other failure holds back the next login. When the
+// request is about to go out (after the pacer's wait, not while it is
+// queued behind one) the session it may open is recorded as unsure, so
+// that a process killed before the answer arrives leaves it counted, and
+// one killed while its login waits leaves nothing.
 func (c *Client) login(ctx context.Context) (order.Token, error) {
 	body, _ := json.Marshal(map[string]string{"username": c.cfg.Username, "password": c.cfg.Password})
 	var (
@@ -408,9 +410,15 @@ func (c *Client) login(ctx context.Context) (order.Token, error) {
 		concurrent int           // concurrent_sessions of the answer (this one included); 0 = not said
 	)
 	g := &c.logins
-	g.unsure = append(g.unsure, c.now().Add(c.lostLifetime(0)))
-	c.saveGuard()
+	counted := false
 	err := c.call(ctx, request{
+		sending: func() {
+			if !counted {
+				counted = true
+				g.unsure = append(g.unsure, c.now().Add(c.lostLifetime(0)))
+				c.saveGuard()
+			}
+		},
 		op: "login", route: RouteLogin, method: http.MethodPost, path: "/rest/login", body: body, final: true,
 		decode: func(b []byte) (err error) {
 			var n struct {
@@ -428,7 +436,9 @@ func (c *Client) login(ctx context.Context) (order.Token, error) {
 		},
 		salvage: func(b []byte) { life = salvageLifetime(b) },
 	})
-	g.unsure = g.unsure[:len(g.unsure)-1] // the request's outcome is known now
+	if counted {
+		g.unsure = g.unsure[:len(g.unsure)-1] // the request's outcome is known now
+	}
 	res := loginResult(err)
 	if c.cfg.OnLogin != nil {
 		c.cfg.OnLogin(res)
@@ -494,9 +504,15 @@ func (c *Client) refresh(ctx context.Context) {
 		life time.Duration
 	)
 	g := &c.logins
-	g.unsure = append(g.unsure, c.now().Add(c.lostLifetime(0)))
-	c.saveGuard()
+	counted := false // as for a login: counted once it goes out, not while queued
 	err := c.call(ctx, request{
+		sending: func() {
+			if !counted {
+				counted = true
+				g.unsure = append(g.unsure, c.now().Add(c.lostLifetime(0)))
+				c.saveGuard()
+			}
+		},
 		op: "refresh token", route: RouteRefresh, method: http.MethodPost, path: "/rest/login/refresh",
 		body: body, auth: false, final: true,
 		decode: func(b []byte) (err error) {
@@ -505,7 +521,9 @@ func (c *Client) refresh(ctx context.Context) {
 		},
 		salvage: func(b []byte) { life = salvageLifetime(b) },
 	})
-	g.unsure = g.unsure[:len(g.unsure)-1]
+	if counted {
+		g.unsure = g.unsure[:len(g.unsure)-1]
+	}
 	now := c.now()
 	var apiErr *APIError
 	switch {

@@ -315,7 +315,7 @@ func (p *Pacer) observe(status int, t Throttle) {
 		if !reset.IsZero() && !t.ServerTime.IsZero() && reset.After(t.ServerTime) {
 			// Never past the period's own reset by more than a minute
 			// (a Retry-After of days): as a restored wait (Remaining).
-			d = min(d, min(reset.Sub(t.ServerTime), maxWait)+time.Minute)
+			d = min(d, min(untilReset(reset, t.ServerTime, now), maxWait)+time.Minute)
 		}
 		d = max(min(d, maxWait), time.Second)
 		until := now.Add(d)
@@ -402,12 +402,14 @@ func (p *Pacer) blockFor429(t Throttle, now time.Time) (time.Duration, string, t
 	}
 	if exhausted {
 		if !per.Reset.IsZero() {
-			// Reset is the server's clock: measure it against the Date header.
+			// Reset is a timestamp: measured against the Date header and
+			// against the local clock, the longer (a Date running ahead
+			// must not shorten the wait).
 			base := t.ServerTime
 			if base.IsZero() {
 				base = now
 			}
-			if d := min(per.Reset.Sub(base), maxWait); d > 0 {
+			if d := min(untilReset(per.Reset, base, now), maxWait); d > 0 {
 				return d + time.Second, "429: the period resets at its -Calls-Reset", reset
 			}
 		}
@@ -527,9 +529,25 @@ func (w Wait) Remaining(now time.Time) time.Duration {
 		// A reset before the answer's own Date (a Date running ahead of
 		// the node that counts, a reset just passed) says nothing of
 		// this wait: the announced length bounds it.
-		d = min(d, min(w.Reset.Sub(w.ServerAt), maxWait)+time.Minute-passed)
+		d = min(d, min(untilReset(w.Reset, w.ServerAt, w.Measured), maxWait)+time.Minute-passed)
 	}
 	return max(d, 0)
+}
+
+// untilReset is the time from an answer to its period's reset (a
+// timestamp): measured against the answer's Date (serverAt) and against
+// the local clock when it arrived (local; zero: unknown), the longer. A
+// Date running ahead of the clock that counts the calls would otherwise
+// shorten the wait by its lead (a 429 announcing 9 h, the first call 7 h
+// later); one running behind, or a local clock behind, lengthens the bound
+// only, never the wait (Retry-After, -Decay, the announced length bound
+// it).
+func untilReset(reset, serverAt, local time.Time) time.Duration {
+	d := reset.Sub(serverAt)
+	if !local.IsZero() {
+		d = max(d, reset.Sub(local))
+	}
+	return d
 }
 
 // Pending returns the wait in force and true while one is pending.

@@ -191,3 +191,41 @@ func TestWaitFarResetNoOverflow(t *testing.T) {
 		t.Errorf("restarted 4 s later: waits until %v (%v); want the rest of the 40 s", w.Until, ok)
 	}
 }
+
+// TestDateAheadNeverShortensADailyQuotaWait (issue 28): a 429 of the
+// spent daily quota that names its reset by -Calls-Reset (the true clock)
+// and no -Decay, with a Date two hours ahead: the wait lasts the 9 hours
+// announced, in the process that got it and in one restarted an hour
+// later, not the 7 hours between the Date and the reset.
+func TestDateAheadNeverShortensADailyQuotaWait(t *testing.T) {
+	for _, retryAfter := range []string{"32400", ""} {
+		t.Run("Retry-After="+retryAfter, func(t *testing.T) {
+			now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+			h := http.Header{}
+			h.Set("Date", now.Add(2*time.Hour).Format(http.TimeFormat)) // runs two hours ahead
+			h.Set(PrefixLong+"-Limit", "166000")
+			h.Set(PrefixLong+"-Calls-Left", "0")
+			h.Set(PrefixLong+"-Calls-Reset", strconv.FormatInt(now.Add(9*time.Hour).Unix(), 10))
+			if retryAfter != "" {
+				h.Set("Retry-After", retryAfter)
+			}
+			var told []Wait
+			p := NewPacer(PacerConfig{Now: func() time.Time { return now }, OnWait: func(w Wait) { told = append(told, w) }})
+			p.Observe(http.StatusTooManyRequests, ParseThrottle(h, now))
+			if got := p.NotBefore().Sub(now); got < 9*time.Hour || got > 9*time.Hour+time.Minute {
+				t.Errorf("the process that got the 429 waits %v; want the 9 h announced", got)
+			}
+			raw, _ := json.Marshal(told)
+			var saved []Wait
+			if err := json.Unmarshal(raw, &saved); err != nil {
+				t.Fatal(err)
+			}
+			later := now.Add(time.Hour)
+			p2 := NewPacer(PacerConfig{Now: func() time.Time { return later }})
+			w, ok := p2.Restore(saved...)
+			if !ok || !w.Until.Equal(p.NotBefore()) {
+				t.Errorf("a process restarted an hour later waits until %v (%v); the one that got the 429 until %v", w.Until, ok, p.NotBefore())
+			}
+		})
+	}
+}

@@ -253,6 +253,13 @@ type Poller struct {
 	quarantined map[int64]bool // the quarantined orders, read at each sweep's start
 	ev          evidence       // the newest stamp served: the watermark's bound
 	evLoaded    bool           // the clock record was read
+	// covered: this poller's own verified sweeps have read every window
+	// from here up to the watermark (zero: none verified yet). A late
+	// arrival is measured only there: below it, or before this process's
+	// first verified slice (a start, a takeover on a restored snapshot
+	// that lacks the changes of updatedAt alone), an entry the snapshot
+	// lacks says nothing about commits arriving late.
+	covered time.Time
 
 	rescan atomic.Pointer[rescanRequest] // a rescan waiting for the end of a sweep (rescan.go)
 }

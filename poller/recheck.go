@@ -35,7 +35,7 @@ func (p *Poller) Recheck(ctx context.Context, from, to time.Time, maxCalls int, 
 	// held: no slice moves the watermark. Position, window and first-sync
 	// share stay out of the progress reports (lo, hi and pos unset).
 	sw := &sweep{p: p, st: &st, stop: ctx, held: true, maxCalls: maxCalls,
-		baseline: meta.Baseline, baselineDone: true, startMark: meta.Watermark}
+		baseline: meta.Baseline, baselineDone: true, startMark: meta.Watermark, lateFrom: p.covered}
 	if width != nil {
 		sw.width = *width
 		defer func() {

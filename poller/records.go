@@ -51,6 +51,12 @@ func (p *Poller) restoreBudget(rc *RunConfig) {
 		}
 		return
 	}
+	if m, err := p.store.Meta(); err == nil && !m.BaselineDone {
+		// Inside a first sync the record's costs can only be the first
+		// sync's (saved by a version that counted them): no measure of a
+		// sweep's cost. The level and the next sweep's time still bind.
+		bs.Costs, bs.Mean, bs.Cycles = nil, 0, 0
+	}
 	rc.Budget.Restore(bs, now)
 	if level, known := rc.Budget.Remaining(now, plenty.Throttle{}); known {
 		attrs := []any{"level", int(level), "measured_at", bs.At.Format(time.RFC3339)}

@@ -148,7 +148,13 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		st.Charged = inSweep + rest
 		now := p.cfg.Now()
 		rc.Budget.Take(now, rest, throttle())
-		rc.Budget.Cost(st.Charged)
+		if !st.Baseline {
+			// A first-sync sweep's calls are the bucket's to pay (taken
+			// above), not a measure of what a sweep costs: counted in
+			// the pace, a first sync cut by restarts would space the
+			// one-call sweeps after it by the cost of its parts.
+			rc.Budget.Cost(st.Charged)
+		}
 		if ctx.Err() != nil {
 			// The sweep a shutdown cut short is charged and saved too.
 			gap, _ := rc.Budget.Gap(now, rc.Interval, throttle())

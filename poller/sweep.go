@@ -101,7 +101,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 		return st, fmt.Errorf("%w: the window is empty: server time minus settle (%s) is not after its start (%s); the start point (WATCHER_START_FROM) or the watermark lies ahead of the service's clock",
 			ErrClock, hi.Format(time.RFC3339), lo.Format(time.RFC3339))
 	}
-	sw.baseline, sw.baselineDone, sw.startMark = meta.Baseline, meta.BaselineDone, meta.Watermark
+	sw.baseline, sw.baselineDone, sw.startMark, sw.lateFrom = meta.Baseline, meta.BaselineDone, meta.Watermark, p.covered
 	sw.lo, sw.hi, sw.pos = lo, hi, lo
 	return st, sw.run(ctx, lo, hi)
 }
@@ -133,6 +133,7 @@ type sweep struct {
 	baselineDone bool
 	stop         context.Context // cancelled at shutdown: no new page is started
 	startMark    time.Time       // the watermark the sweep started from
+	lateFrom     time.Time       // Poller.covered when the sweep started (zero: nothing is measured late)
 	lo, hi, pos  time.Time       // the window; pos: verified up to here
 
 	// held: a slice before the current one is not verified (yet): the
@@ -684,7 +685,7 @@ func (s *sweep) add(orders []order.Order, sliceHi time.Time) error {
 	seen := cfg.Now()
 	for i, o := range orders {
 		s.p.ev.observe(o.UpdatedAt.Time, seen)
-		if !s.startMark.IsZero() && !o.UpdatedAt.After(s.startMark) && (prev[i] == nil || prev[i].UpdatedAt.Before(o.UpdatedAt.Time)) {
+		if !s.startMark.IsZero() && !s.lateFrom.IsZero() && !o.UpdatedAt.Before(s.lateFrom) && !o.UpdatedAt.After(s.startMark) && (prev[i] == nil || prev[i].UpdatedAt.Before(o.UpdatedAt.Time)) {
 			s.late(o, s.startMark.Sub(o.UpdatedAt.Time))
 		}
 		next, store, events := diff.Decide(prev[i], o, opt)
@@ -770,6 +771,9 @@ func (s *sweep) flush(mark *time.Time) error {
 		cfg.OnCommit(len(c.Events))
 	}
 	if mark != nil {
+		if s.p.covered.IsZero() {
+			s.p.covered = s.lo // this process's first verified slice
+		}
 		if c.Watermark != nil && c.Watermark.After(s.st.Watermark) {
 			s.st.Watermark = *c.Watermark
 		}
