@@ -38,6 +38,14 @@ type Options struct {
 	Version string
 	// Replica tunes the hot standby's delays (tests).
 	Replica replica.Tuning
+	// Conn is a NATS connection shared by several pipelines of one process
+	// (a fleet): used instead of one of the pipeline's own, and not closed
+	// by Close. nil: the pipeline connects as its configuration says.
+	Conn *nats.Conn
+	// NoHTTP: New does not listen on the HTTP address and Run serves
+	// nothing; the process serves Handler and Ready itself (a fleet serves
+	// one address for all its pipelines).
+	NoHTTP bool
 }
 
 // Watcher is one shop's wired pipeline: client -> poller -> state ->
@@ -115,11 +123,15 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 	w.clockProblem.Store("")
 	w.firstSyncPct.Store(-1)
 	scope, _ := cfg.ScopeSplit()
-	nc := cfg.NATS("orderwatch")
-	nc.Logger, nc.OnConnectError = log, w.natsErr.set
-	w.nc, err = publisher.Connect(nc)
-	if err != nil {
-		return nil, ConfigErrorf("NATS at %s: %v", publisher.RedactURL(cfg.NATSURL), err)
+	if opt.Conn != nil {
+		w.nc = opt.Conn
+	} else {
+		nc := cfg.NATS("orderwatch")
+		nc.Logger, nc.OnConnectError = log, w.natsErr.set
+		w.nc, err = publisher.Connect(nc)
+		if err != nil {
+			return nil, ConfigErrorf("NATS at %s: %v", publisher.RedactURL(cfg.NATSURL), err)
+		}
 	}
 	w.pub, err = publisher.New(w.nc, w.store, publisher.Config{
 		Stream: cfg.Stream, CreateStream: cfg.StreamCreate, SubjectPrefix: cfg.SubjectPrefix,
@@ -150,6 +162,9 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		m.firstSync.Set(1)
 		w.firstSyncPct.Store(100)
 	}
+	if opt.NoHTTP {
+		return w, nil
+	}
 	w.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		// The address is configuration (a port taken by another program is
@@ -168,9 +183,26 @@ func (w *Watcher) newReplica() *replica.Replica {
 	}
 	return replica.New(replica.Config{
 		NC: w.nc, Store: w.store, EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
-		Key: lease.Key(w.cfg.PlentyURL, w.cfg.Stream), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL,
+		Key: LeaseKey(w.cfg), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL,
 		Own: []string{publisher.PublisherRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
 	})
+}
+
+// LeaseKey is the key of the shop's lease (and of its checkpoint and
+// snapshot dump) in the hot standby's buckets.
+func LeaseKey(cfg *Config) string { return lease.Key(cfg.PlentyURL, cfg.Stream) }
+
+// Ready says whether the pipeline does its job now, and why not (what
+// /readyz answers).
+func (w *Watcher) Ready() (bool, string) { return Ready(w.status()) }
+
+// Working says whether this pipeline's sweep and publish loops run: with
+// the hot standby, whether it is the active replica of its shop.
+func (w *Watcher) Working() bool {
+	if w.rep == nil {
+		return w.sweepAlive.Load()
+	}
+	return w.rep.Working()
 }
 
 // newWorkers builds the client, the poller and the timings from the
@@ -248,21 +280,35 @@ func (w *Watcher) userAgent() string {
 	return "orderwatch/" + w.opt.Version + " (" + w.rep.Instance() + ")"
 }
 
-// HTTPURL is the base URL of the HTTP endpoints.
-func (w *Watcher) HTTPURL() string { return "http://" + w.ln.Addr().String() }
+// HTTPURL is the base URL of the HTTP endpoints ("" with Options.NoHTTP).
+func (w *Watcher) HTTPURL() string {
+	if w.ln == nil {
+		return ""
+	}
+	return "http://" + w.ln.Addr().String()
+}
+
+func (w *Watcher) httpAddr() string {
+	if w.ln == nil {
+		return "none"
+	}
+	return w.ln.Addr().String()
+}
 
 // Run works until ctx is done, then shuts down within the configured
 // time and closes the watcher.
 func (w *Watcher) Run(ctx context.Context) error {
 	srv := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(w.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			w.log.Error("HTTP server stopped", "err", err)
-		}
-	}()
+	if w.ln != nil {
+		go func() {
+			if err := srv.Serve(w.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				w.log.Error("HTTP server stopped", "err", err)
+			}
+		}()
+	}
 	cfg := w.cfg
 	w.log.Info("orderwatch started", "version", w.opt.Version, "service", cfg.PlentyURL, "nats", publisher.RedactURL(cfg.NATSURL),
-		"stream", cfg.Stream, "state", cfg.StatePath, "http", w.ln.Addr().String(), "interval", durationOrDerived(cfg.PollInterval),
+		"stream", cfg.Stream, "state", cfg.StatePath, "http", w.httpAddr(), "interval", durationOrDerived(cfg.PollInterval),
 		"settle", durationOrDerived(cfg.Settle), "overlap", durationOrDerived(cfg.Overlap))
 
 	var start time.Time
@@ -446,7 +492,7 @@ func (w *Watcher) Close() {
 		if w.ln != nil {
 			w.ln.Close()
 		}
-		if w.nc != nil {
+		if w.nc != nil && w.nc != w.opt.Conn {
 			w.nc.Close()
 		}
 		if w.store != nil {
