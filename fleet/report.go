@@ -103,6 +103,8 @@ func (f *Fleet) Report() Report {
 		rep.Why = "the fleet's buckets cannot be used yet"
 	case rep.FileErr != "" && len(rep.Shops) == 0:
 		rep.Why = rep.FileErr
+	case rep.Counts[StateFree] > 0 && len(asks) < rep.Share:
+		rep.Why = fmt.Sprintf("%d shops free and this member below its fair share (%d of %d): taking them", rep.Counts[StateFree], len(asks), rep.Share)
 	case len(unready) > 0:
 		slices.Sort(unready)
 		rep.Why = fmt.Sprintf("%d of this member's shops not ready: %s", len(unready), strings.Join(unready, "; "))
@@ -115,7 +117,8 @@ func (f *Fleet) Report() Report {
 }
 
 // Handler serves /healthz, /readyz (ready when every shop this member
-// runs is; a shop starting for less than 30 s does not count yet),
+// runs is, a shop starting for less than 30 s not counted yet, and no
+// shop is free while this member is below its fair share),
 // /metrics, /state (the Report, per shop) and /shops/{id}/... (the
 // pipeline's own endpoints of a shop this member runs: /state,
 // /state/orders/{id}, /readyz).

@@ -84,6 +84,10 @@ type Config struct {
 	LeaseTTL    time.Duration `envconfig:"LEASE_TTL" default:"9s" desc:"Lease time to live of a created lease bucket (an existing bucket keeps its own); renewed every third of it, a standby takes over within it after a crash"`
 	LeaseBucket string        `envconfig:"LEASE_BUCKET" default:"orderwatch" desc:"Name prefix of the NATS buckets <name>_lease, <name>_checkpoint (KV) and <name>_snapshot (object store)"`
 
+	// Fleet mode (package fleet; docs: "Many shops in one deployment").
+	ShopsFile string `envconfig:"SHOPS_FILE" desc:"Fleet mode when set: the registry of shops (JSON, package shops), read every second and applied live; the replicas share the shops through one lease per shop. WATCHER_PLENTY_* are then ignored"`
+	StateDir  string `envconfig:"STATE_DIR" default:"/var/lib/orderwatch/shops" desc:"Fleet mode: the directory of the shops' state files (<dir>/<shop id>.db)"`
+
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:":9090" desc:"Listen address of /healthz, /readyz and /metrics"`
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
