@@ -256,8 +256,10 @@ func (f *Fleet) Run(ctx context.Context) error {
 	f.bound = true
 	f.mu.Unlock()
 	wctx, stopWatch := context.WithCancel(ctx)
+	hctx, stopHeartbeat := context.WithCancel(ctx)
+	beating := make(chan struct{})
+	go func() { defer close(beating); f.heartbeat(hctx, members) }()
 	var watchers sync.WaitGroup
-	watchers.Go(func() { f.heartbeat(wctx, members) })
 	watchers.Go(func() {
 		watchKV(wctx, members, func() { f.setMembers(nil) }, func(k string, b []byte) {
 			if m, ok := decodeMember(b); ok {
@@ -308,12 +310,16 @@ func (f *Fleet) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+	// The announcement is withdrawn first: the others count one member
+	// less and take the shops as soon as they are released.
+	stopHeartbeat()
+	<-beating
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = members.Delete(dctx, memberKey(f.cfg.Instance))
+	cancel()
 	f.shutdown()
 	stopWatch()
 	watchers.Wait()
-	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_ = members.Delete(dctx, memberKey(f.cfg.Instance)) // the others rebalance at once
-	cancel()
 	return nil
 }
 
@@ -416,6 +422,9 @@ func (f *Fleet) viewLocked(now time.Time) View {
 		if h, ok := f.holders[key]; ok && now.Sub(h.Expires) < 2*time.Second {
 			v.Holder[id] = h.Instance
 			delete(f.freeAt, id)
+			if h.Instance != f.cfg.Instance {
+				delete(f.cooldown, id) // another member had its chance
+			}
 		} else {
 			at, seen := f.freeAt[id]
 			if !seen {

@@ -111,7 +111,7 @@ func (w *world) start(name string) *member {
 	f, err := New(Config{
 		NC: nc, Instance: name, Host: "test", Base: base(w.natsURL), StateDir: filepath.Join(w.t.TempDir(), name),
 		Getenv: func(k string) string { return map[string]string{"SHOP_PW": "demo"}[k] },
-		Logger: slog.New(slog.DiscardHandler), Registerer: reg, Gatherer: reg, Version: "test",
+		Logger: testLogger(name), Registerer: reg, Gatherer: reg, Version: "test",
 	})
 	if err != nil {
 		w.t.Fatal(err)
@@ -474,4 +474,70 @@ func changesExcept(w *world, skip string) []change {
 		out = append(out, change{shop: id, order: o.ID, to: o.StatusID})
 	}
 	return out
+}
+
+// firstCalls is, for each shop, how long after `from` its first call by
+// member `by` started (shops it did not call are left out).
+func (w *world) firstCalls(from time.Time, by string, shops []string) []time.Duration {
+	calls := w.callsSince(from)
+	var out []time.Duration
+	for _, id := range shops {
+		for _, c := range calls[id] {
+			if agentMember(c.Agent) == by {
+				out = append(out, c.Start.Sub(from))
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestFleetMemberJoinsAndLeaves: a member alone runs every shop; a second
+// member joins and the first gives shops up one at a time until both hold
+// their fair share; changes made meanwhile are published once each. Then
+// the second stops gracefully (its leases released): the first takes its
+// shops at once, well before a lease would have expired. No shop is ever
+// called by two members at once.
+func TestFleetMemberJoinsAndLeaves(t *testing.T) {
+	const n = 8
+	w := newWorld(t, n)
+	m0 := w.start("m0")
+	waitStable(t, []*member{m0}, n, 60*time.Second)
+	changes := w.mutate(0)
+	w.waitEvents(changes, 30*time.Second)
+
+	joined := time.Now()
+	m1 := w.start("m1")
+	changes = append(changes, w.mutate(1)...) // while shops move
+	waitStable(t, []*member{m0, m1}, n, 90*time.Second)
+	balanced := time.Since(joined)
+	w.waitEvents(changes, 30*time.Second)
+	if got := len(m1.active()); got != n/2 {
+		t.Errorf("the member that joined holds %d shops, want %d", got, n/2)
+	}
+	t.Logf("a member joined: %d shops moved one at a time, balanced after %v", n/2, balanced.Round(time.Millisecond))
+
+	leaving := m1.active()
+	left := time.Now()
+	m1.cancel()
+	<-m1.done
+	changes = append(changes, w.mutate(2)...)
+	waitStable(t, []*member{m0}, n, 60*time.Second)
+	w.waitEvents(changes, 30*time.Second)
+	took := w.firstCalls(left, "m0", leaving)
+	if len(took) != len(leaving) {
+		t.Fatalf("%d of the %d shops of the member that left called by the other", len(took), len(leaving))
+	}
+	t.Logf("a member left gracefully: its %d shops' first call on the other after %v .. %v", len(took), took[0].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+	for id, cs := range w.callsSince(time.Time{}) {
+		tenures(t, id, cs)
+	}
+}
+
+func testLogger(name string) *slog.Logger {
+	if os.Getenv("FLEET_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("member", name)
 }
