@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,7 @@ import (
 // (tenant, User-Agent, start, end), a registry file.
 type world struct {
 	t        *testing.T
+	ns       *server.Server
 	natsURL  string
 	sim      *plentysim.Tenants
 	simURL   string
@@ -45,7 +47,8 @@ const memberAgentPrefix = "orderwatch/test ("
 
 func newWorld(t *testing.T, n int) *world {
 	t.Helper()
-	w := &world{t: t, natsURL: testnats.Start(t).ClientURL(), sim: plentysim.NewMulti(n, plentysim.Config{})}
+	ns := testnats.Start(t)
+	w := &world{t: t, ns: ns, natsURL: ns.ClientURL(), sim: plentysim.NewMulti(n, plentysim.Config{})}
 	now := time.Now()
 	for _, id := range w.sim.IDs() {
 		w.sim.Tenant(id).Generate(2*n+4, now.Add(-2*time.Hour), now.Add(-time.Minute))
@@ -540,4 +543,41 @@ func testLogger(name string) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("member", name)
+}
+
+// TestFleetShopStormIsolated: one shop of a member answers slowly, with
+// server errors and a tiny throttle quota; the member's other shops still
+// publish each change once, and the storm's shop is called only by its
+// own pipeline (its own session, budget and waits).
+func TestFleetShopStormIsolated(t *testing.T) {
+	const n = 4
+	w := newWorld(t, n)
+	m := w.start("m0")
+	waitStable(t, []*member{m}, n, 60*time.Second)
+	storm := w.sim.Tenant("shop-001")
+	storm.SetFaults(plentysim.Faults{Latency: 2 * time.Second, ServerErrorRate: 0.5})
+	storm.SetLimits(plentysim.Limits{ShortLimit: 3})
+	changes := w.mutate(0)
+	var quiet []change
+	for _, c := range changes {
+		if c.shop != "shop-001" {
+			quiet = append(quiet, c)
+		}
+	}
+	// The quiet shops' events, exactly; the storm's shop may or may not
+	// have published its own yet.
+	testnats.WaitForEvery(t, "the quiet shops' events", 30*time.Second, 200*time.Millisecond, func() bool {
+		got := w.events()
+		delete(got, "shop-001")
+		ok, _ := exactly(got, quiet)
+		return ok
+	})
+	if st := storm.Stats(); st.FaultsInjected == 0 && st.Throttled429 == 0 {
+		t.Errorf("the storm did not hit its shop: %+v", st)
+	}
+	for _, id := range w.sim.IDs()[1:] {
+		if st := w.sim.Tenant(id).Stats(); st.Throttled429 != 0 || st.FaultsInjected != 0 {
+			t.Errorf("%s throttled or faulted: %+v", id, st)
+		}
+	}
 }
