@@ -49,9 +49,13 @@ func newWorld(t *testing.T, n int) *world {
 	t.Helper()
 	ns := testnats.Start(t)
 	w := &world{t: t, ns: ns, natsURL: ns.ClientURL(), sim: plentysim.NewMulti(n, plentysim.Config{})}
-	now := time.Now()
-	for _, id := range w.sim.IDs() {
-		w.sim.Tenant(id).Generate(2*n+4, now.Add(-2*time.Hour), now.Add(-time.Minute))
+	// Orders of their own in every shop, with ids no other shop uses (see
+	// mutate).
+	at := time.Now().Add(-time.Hour)
+	for i, id := range w.sim.IDs() {
+		for k := range ordersPerShop {
+			w.sim.Tenant(id).AddOrder(plentysim.Order{ID: int64(1000*(i+1) + k), StatusID: "5", CreatedAt: at, UpdatedAt: at})
+		}
 	}
 	w.sim.SetOnCall(func(c plentysim.Call) {
 		w.mu.Lock()
@@ -191,15 +195,18 @@ type change struct {
 	to    string
 }
 
-// mutate changes the status of the k-th order of every shop (a different
-// order id in every shop: the event ids, which do not name the shop,
-// cannot collide in the shared stream's duplicate window).
+// ordersPerShop are the orders of each simulated shop.
+const ordersPerShop = 6
+
+// mutate changes the status of the k-th order of every shop. Order ids
+// differ between shops: the event ids, which do not name the shop, cannot
+// collide in the shared stream's duplicate window (docs/fleet.md).
 func (w *world) mutate(k int) []change {
 	w.t.Helper()
 	var out []change
-	for i, id := range w.sim.IDs() {
+	for _, id := range w.sim.IDs() {
 		s := w.sim.Tenant(id)
-		o := s.Orders()[(i+k*len(w.sim.IDs()))%len(s.Orders())]
+		o := s.Orders()[k%len(s.Orders())]
 		to := "6"
 		if o.StatusID == "6" {
 			to = "7"
@@ -468,12 +475,12 @@ func TestFleetRegistryLive(t *testing.T) {
 // the simulator recorded them (mutate was called already).
 func changesExcept(w *world, skip string) []change {
 	var out []change
-	for i, id := range w.sim.IDs() {
+	for _, id := range w.sim.IDs() {
 		if id == skip {
 			continue
 		}
 		s := w.sim.Tenant(id)
-		o := s.Orders()[(i+len(w.sim.IDs()))%len(s.Orders())]
+		o := s.Orders()[1%len(s.Orders())]
 		out = append(out, change{shop: id, order: o.ID, to: o.StatusID})
 	}
 	return out

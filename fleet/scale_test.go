@@ -34,6 +34,9 @@ func TestFleetScale(t *testing.T) {
 		idle = d
 	}
 	w := newWorld(t, n)
+	runtime.GC()
+	var mw runtime.MemStats
+	runtime.ReadMemStats(&mw) // the simulator's and the NATS server's share
 	ms := []*member{w.start("m0"), w.start("m1"), w.start("m2")}
 	started := time.Now()
 	waitStable(t, ms, n, 10*time.Minute)
@@ -59,9 +62,9 @@ func TestFleetScale(t *testing.T) {
 		calls += len(cs)
 	}
 	perShopMin := float64(calls) / float64(n) / wall.Minutes()
-	t.Logf("idle %v: CPU %.2f%% of one core per shop (%.3f cores for %d shops, simulator and NATS server included); heap in use %.1f MiB (%.0f KiB per shop); goroutines %d",
+	t.Logf("idle %v: CPU %.2f%% of one core per shop (%.3f cores for %d shops, simulator and NATS server included); heap in use %.1f MiB, %.1f MiB before the members started (%.0f KiB per shop for the members); goroutines %d",
 		wall.Round(time.Second), 100*cpu.Seconds()/wall.Seconds()/float64(n), cpu.Seconds()/wall.Seconds(), n,
-		float64(m1.HeapInuse)/(1<<20), float64(m1.HeapInuse)/1024/float64(n), runtime.NumGoroutine())
+		float64(m1.HeapInuse)/(1<<20), float64(mw.HeapInuse)/(1<<20), float64(m1.HeapInuse-min(mw.HeapInuse, m1.HeapInuse))/1024/float64(n), runtime.NumGoroutine())
 	t.Logf("calls per shop: %.1f a minute = %.0f a day (share 0.25 of 166,000 = 41,500); NATS: %.0f messages in/s, %.0f out/s",
 		perShopMin, perShopMin*60*24, float64(vz1.InMsgs-vz0.InMsgs)/wall.Seconds(), float64(vz1.OutMsgs-vz0.OutMsgs)/wall.Seconds())
 
