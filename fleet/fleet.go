@@ -260,40 +260,8 @@ func (f *Fleet) Run(ctx context.Context) error {
 	beating := make(chan struct{})
 	go func() { defer close(beating); f.heartbeat(hctx, members) }()
 	var watchers sync.WaitGroup
-	watchers.Go(func() {
-		watchKV(wctx, members, func() { f.setMembers(nil) }, func(k string, b []byte) {
-			if m, ok := decodeMember(b); ok {
-				f.mu.Lock()
-				f.members[k] = m
-				f.mu.Unlock()
-				f.poke()
-			}
-		}, func(k string) {
-			f.mu.Lock()
-			delete(f.members, k)
-			f.mu.Unlock()
-			f.poke()
-		}, time.Second)
-	})
-	watchers.Go(func() {
-		watchKV(wctx, leases, func() {
-			f.mu.Lock()
-			f.holders = map[string]lease.Value{}
-			f.mu.Unlock()
-		}, func(k string, b []byte) {
-			if v, ok := decodeHolder(b); ok {
-				f.mu.Lock()
-				f.holders[k] = v
-				f.mu.Unlock()
-				f.poke()
-			}
-		}, func(k string) {
-			f.mu.Lock()
-			delete(f.holders, k)
-			f.mu.Unlock()
-			f.poke()
-		}, time.Second)
-	})
+	watchers.Go(func() { followKV(wctx, members, &f.mu, &f.members, decodeMember, f.poke) })
+	watchers.Go(func() { followKV(wctx, leases, &f.mu, &f.holders, decodeHolder, f.poke) })
 	// One announcement round before the first decision: members started
 	// together see each other and do not all take everything.
 	select {
@@ -367,15 +335,6 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, b pipeline.Config
 		return fmt.Errorf("create stream %s: %w", b.Stream, err)
 	}
 	return nil
-}
-
-func (f *Fleet) setMembers(m map[string]Member) {
-	f.mu.Lock()
-	f.members = map[string]Member{}
-	for k, v := range m {
-		f.members[k] = v
-	}
-	f.mu.Unlock()
 }
 
 // heartbeat announces this member every third of the members' TTL.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -63,28 +64,34 @@ func memberKey(instance string) string {
 	return b.String()
 }
 
-// watchKV follows every key of kv until ctx ends, calling put with each
-// live value and del with each deleted or expired key; reset is called
-// before a watch starts again (after an error) with the values it will
-// report anew.
-func watchKV(ctx context.Context, kv jetstream.KeyValue, reset func(), put func(key string, value []byte), del func(key string), retry time.Duration) {
+// followKV keeps *into (guarded by mu) equal to the live keys of kv,
+// decoded, until ctx ends: a value that does not decode is left out;
+// changed is called after every change. A watch that fails is started
+// again after a second, from a fresh copy.
+func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex, into *map[string]T, decode func([]byte) (T, bool), changed func()) {
 	for ctx.Err() == nil {
 		w, err := kv.WatchAll(ctx)
 		if err == nil {
-			reset()
+			mu.Lock()
+			*into = map[string]T{}
+			mu.Unlock()
 			for e := range w.Updates() {
 				if e == nil {
 					continue // the initial values are all delivered
 				}
-				if e.Operation() == jetstream.KeyValuePut {
-					put(e.Key(), e.Value())
+				v, ok := decode(e.Value())
+				mu.Lock()
+				if e.Operation() == jetstream.KeyValuePut && ok {
+					(*into)[e.Key()] = v
 				} else {
-					del(e.Key())
+					delete(*into, e.Key())
 				}
+				mu.Unlock()
+				changed()
 			}
 			_ = w.Stop()
 		}
-		t := time.NewTimer(retry)
+		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
 		case <-t.C:
