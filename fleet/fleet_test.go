@@ -43,8 +43,6 @@ type world struct {
 	calls []plentysim.Call
 }
 
-const memberAgentPrefix = "orderwatch/test ("
-
 func newWorld(t *testing.T, n int) *world {
 	t.Helper()
 	ns := testnats.Start(t)
@@ -153,8 +151,9 @@ func (m *member) active() []string {
 	return out
 }
 
-// stable says whether every shop is active on exactly one member, each
-// member within the fair share, and every member ready.
+// stable says whether every shop is active on exactly one member after a
+// verified sweep (its first sync done), each member within the fair
+// share, and every member ready.
 func stable(ms []*member, shopCount int) (bool, string) {
 	seen := map[string]string{}
 	share := Share(shopCount, len(ms))
@@ -163,7 +162,12 @@ func stable(ms []*member, shopCount int) (bool, string) {
 		if !rep.Ready {
 			return false, m.name + " not ready: " + rep.Why
 		}
-		act := m.active()
+		var act []string
+		for _, s := range rep.Shops {
+			if s.State == StateActive && s.Reason == "ok" {
+				act = append(act, s.ID)
+			}
+		}
 		if len(act) > share {
 			return false, fmt.Sprintf("%s holds %d > %d", m.name, len(act), share)
 		}
@@ -228,10 +232,13 @@ func (w *world) events() map[string][]diff.EventData {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	// A plain consumer without acks, not an ordered one: an ordered
+	// consumer whose creation times out (a loaded machine) retries for ever.
+	cons, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute})
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	defer func() { _ = s.DeleteConsumer(context.Background(), cons.CachedInfo().Name) }()
 	out := map[string][]diff.EventData{}
 	for {
 		batch, err := cons.FetchNoWait(500)
@@ -314,8 +321,11 @@ func (w *world) callsSince(from time.Time) map[string][]plentysim.Call {
 	return out
 }
 
+// agentMember is the member a User-Agent names: "orderwatch/<version>
+// (<instance>)".
 func agentMember(agent string) string {
-	return strings.TrimSuffix(strings.TrimPrefix(agent, memberAgentPrefix), ")")
+	_, inner, _ := strings.Cut(agent, "(")
+	return strings.TrimSuffix(inner, ")")
 }
 
 // tenures splits a shop's calls (in the order they started) into runs of
