@@ -473,7 +473,9 @@ func (f *Fleet) startLocked(ctx context.Context, s shops.Shop) {
 		f.cooldown[s.ID] = time.Now() // not at every tick
 		return
 	}
-	rctx, cancel := context.WithCancel(ctx)
+	// Stopped by stopLocked only: at the end of Run after the announcement
+	// is withdrawn (the others then take the shops at once).
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &run{shop: s, key: pipeline.LeaseKey(cfg), w: w, cancel: cancel, done: make(chan struct{}), started: time.Now()}
 	f.runs[s.ID] = r
 	f.m.starts.Inc()
