@@ -367,19 +367,8 @@ func TestFleetMemberKilled(t *testing.T) {
 	before := w.mutate(0)
 	w.waitEvents(before, 30*time.Second)
 
-	victim := ms[0]
-	for _, m := range ms[1:] {
-		if len(m.active()) > len(victim.active()) {
-			victim = m
-		}
-	}
+	victim, survivors := busiest(ms, (*member).active)
 	moved := victim.active()
-	var survivors []*member
-	for _, m := range ms {
-		if m != victim {
-			survivors = append(survivors, m)
-		}
-	}
 	killedAt := time.Now()
 	victim.kill()
 	after := w.mutate(1) // while the victim's shops have no holder
@@ -597,4 +586,21 @@ func TestFleetShopStormIsolated(t *testing.T) {
 			t.Errorf("%s throttled or faulted: %+v", id, st)
 		}
 	}
+}
+
+// busiest is the member running the most shops, and the others.
+func busiest[M comparable](ms []M, active func(M) []string) (M, []M) {
+	victim := ms[0]
+	for _, m := range ms[1:] {
+		if len(active(m)) > len(active(victim)) {
+			victim = m
+		}
+	}
+	var others []M
+	for _, m := range ms {
+		if m != victim {
+			others = append(others, m)
+		}
+	}
+	return victim, others
 }

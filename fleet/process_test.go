@@ -98,19 +98,8 @@ func TestFleetProcessKilled(t *testing.T) {
 	before := w.mutate(0)
 	w.waitEvents(before, 30*time.Second)
 
-	victim := ps[0]
-	for _, p := range ps[1:] {
-		if len(p.active()) > len(victim.active()) {
-			victim = p
-		}
-	}
+	victim, survivors := busiest(ps, (*proc).active)
 	moved := victim.active()
-	var survivors []*proc
-	for _, p := range ps {
-		if p != victim {
-			survivors = append(survivors, p)
-		}
-	}
 	killed := time.Now()
 	if err := victim.cmd.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
