@@ -64,10 +64,6 @@ type Config struct {
 	Tick        time.Duration // a decision at least this often [1s]
 	Slack       int           // shops above the fair share kept before one is given up [0]
 	OrphanGrace time.Duration // see View.OrphanGrace [3s]
-	// MaxStarting bounds the pipelines starting at once (binding the
-	// buckets, contending, taking over): a thousand at once time out on
-	// the JetStream API and retry [64].
-	MaxStarting int
 	// Getenv resolves the shops' passwordEnv references [os.Getenv].
 	Getenv func(string) string
 
@@ -87,9 +83,6 @@ func (c *Config) defaults() {
 	def(&c.MemberTTL, 6*time.Second)
 	def(&c.Tick, time.Second)
 	def(&c.OrphanGrace, 3*time.Second)
-	if c.MaxStarting <= 0 {
-		c.MaxStarting = 64
-	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -449,18 +442,8 @@ func (f *Fleet) decide(ctx context.Context) {
 			f.cooldown[id] = time.Now()
 		}
 	}
-	starting := 0
-	for _, r := range f.runs {
-		if r.reason == "" && !r.w.Working() {
-			starting++
-		}
-	}
 	for _, id := range p.Start {
-		if starting >= f.cfg.MaxStarting {
-			break // the next round starts more, as these work
-		}
 		f.startLocked(ctx, f.registry[id])
-		starting++
 	}
 }
 
