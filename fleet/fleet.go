@@ -63,7 +63,7 @@ type Config struct {
 	MemberTTL   time.Duration // an announcement's life [6s]; renewed every third
 	Tick        time.Duration // a decision at least this often [1s]
 	Slack       int           // shops above the fair share kept before one is given up [0]
-	OrphanGrace time.Duration // see View.OrphanGrace [3s]
+	OrphanGrace time.Duration // see View.OrphanGrace [10s]
 	// Getenv resolves the shops' passwordEnv references [os.Getenv].
 	Getenv func(string) string
 
@@ -82,7 +82,7 @@ func (c *Config) defaults() {
 	}
 	def(&c.MemberTTL, 6*time.Second)
 	def(&c.Tick, time.Second)
-	def(&c.OrphanGrace, 3*time.Second)
+	def(&c.OrphanGrace, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
