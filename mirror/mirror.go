@@ -659,9 +659,28 @@ func (m *Mirror) position(ctx context.Context) (uint64, time.Time, error) {
 
 // Committed is the active's step after a verified sweep: a checkpoint
 // (when the outbox is empty: else the next sweep's) and, after the first
-// sweep of a tenure and then every DumpEvery, a snapshot dump. It returns
-// whether a checkpoint was written.
+// sweep of a tenure and then every DumpEvery, a snapshot dump; the
+// tenure's first dump (once the first sync is done) is written before the
+// checkpoint, and without it no checkpoint is. It returns whether a
+// checkpoint was written.
 func (m *Mirror) Committed(ctx context.Context, l *lease.Lease) (bool, error) {
+	m.mu.Lock()
+	first := !m.dumped
+	m.mu.Unlock()
+	if first && m.cfg.Dumps != nil {
+		// The tenure's first dump goes before its checkpoint: a checkpoint
+		// saying that the first sync is done never becomes the group's
+		// newest without a dump of the snapshot that sync recorded (no
+		// event of the stream holds it). A takeover from such a checkpoint
+		// would restore an empty snapshot and publish every order as
+		// discovered (seen in fleet mode: a shop given up right after its
+		// first sync, its last dump timing out).
+		if err := m.dump(ctx, l); errors.Is(err, state.ErrNotQuiet) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
 	ok, err := m.checkpoint(ctx, l)
 	if !ok || err != nil {
 		return ok, err

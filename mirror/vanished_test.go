@@ -54,6 +54,15 @@ func firstActive(t *testing.T, r *replica) {
 // 5 at t0, silently, then a checkpoint and a dump.
 func firstSync(t *testing.T, r *replica) {
 	t.Helper()
+	recordBaseline(t, r)
+	if ok, err := r.m.Committed(context.Background(), r.lease); err != nil || !ok {
+		t.Fatalf("Committed: %v %v", ok, err)
+	}
+}
+
+// recordBaseline commits a first sync's 50 orders, silently.
+func recordBaseline(t *testing.T, r *replica) {
+	t.Helper()
 	var puts []state.Put
 	for id := int64(1); id <= 50; id++ {
 		puts = append(puts, state.Put{ID: id, State: orderState("5", t0)})
@@ -63,9 +72,6 @@ func firstSync(t *testing.T, r *replica) {
 	}
 	if err := r.store.Commit(state.Commit{States: puts, Watermark: &t0, BaselineDone: true}); err != nil {
 		t.Fatal(err)
-	}
-	if ok, err := r.m.Committed(context.Background(), r.lease); err != nil || !ok {
-		t.Fatalf("Committed: %v %v", ok, err)
 	}
 }
 

@@ -89,6 +89,10 @@ type Config struct {
 	// LeaseReplicas: 0 follows the stream's replicas.
 	LeaseReplicas int `envconfig:"LEASE_REPLICAS" default:"0" desc:"Replicas of those buckets (an existing bucket is changed to them); 0 = the stream's"`
 
+	// Fleet mode (package fleet; docs: "Many shops in one deployment").
+	ShopsFile string `envconfig:"SHOPS_FILE" desc:"Fleet mode when set: the registry of shops (JSON, package shops), read every second and applied live; the replicas share the shops through one lease per shop. WATCHER_PLENTY_* are then ignored"`
+	StateDir  string `envconfig:"STATE_DIR" default:"/var/lib/orderwatch/shops" desc:"Fleet mode: the directory of the shops' state files (<dir>/<shop id>.db)"`
+
 	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:":9090" desc:"Listen address of /healthz, /readyz and /metrics"`
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`

@@ -37,6 +37,17 @@ type Options struct {
 	Version string
 	// Replica tunes the hot standby's delays (tests).
 	Replica replica.Tuning
+	// Conn is a NATS connection shared by several pipelines of one process
+	// (a fleet): used instead of one of the pipeline's own, and not closed
+	// by Close. nil: the pipeline connects as its configuration says.
+	Conn *nats.Conn
+	// NoHTTP: New does not listen on the HTTP address and Run serves
+	// nothing; the process serves Handler and Ready itself (a fleet serves
+	// one address for all its pipelines).
+	NoHTTP bool
+	// StreamOwner names the owner of a stream shared by several shops (a
+	// fleet's): the stream's metadata names it instead of the shop.
+	StreamOwner string
 }
 
 // Watcher is one shop's wired pipeline: client -> poller -> state ->
@@ -116,11 +127,15 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 	w.clockProblem.Store("")
 	w.firstSyncPct.Store(-1)
 	scope, _ := cfg.ScopeSplit()
-	nc := cfg.NATS("orderwatch")
-	nc.Logger, nc.OnConnectError = log, w.natsErr.set
-	w.nc, err = publisher.Connect(nc)
-	if err != nil {
-		return nil, ConfigErrorf("NATS at %s: %v", publisher.RedactURL(cfg.NATSURL), err)
+	if opt.Conn != nil {
+		w.nc = opt.Conn
+	} else {
+		nc := cfg.NATS("orderwatch")
+		nc.Logger, nc.OnConnectError = log, w.natsErr.set
+		w.nc, err = publisher.Connect(nc)
+		if err != nil {
+			return nil, ConfigErrorf("NATS at %s: %v", publisher.RedactURL(cfg.NATSURL), err)
+		}
 	}
 	w.pub, err = publisher.New(w.nc, w.store, publisher.Config{
 		Stream: cfg.Stream, CreateStream: cfg.StreamCreate, SubjectPrefix: cfg.SubjectPrefix,
@@ -131,7 +146,7 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		OnDuplicate: func() { w.metrics.publishDups.Inc() },
 		OnLookup:    func(r string) { w.metrics.dedupLookups.WithLabelValues(r).Inc() },
 		Gate:        w.gate,
-		Shop:        cfg.Shop(), ShopURL: cfg.PlentyURL,
+		Shop:        cfg.Shop(), ShopURL: cfg.PlentyURL, StreamOwner: opt.StreamOwner,
 	})
 	if err != nil {
 		return nil, ConfigErrorf("%v", err)
@@ -156,6 +171,9 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		// on a finished first sync work from the start after a restart.
 		m.firstSync.Set(1)
 		w.firstSyncPct.Store(100)
+	}
+	if opt.NoHTTP {
+		return w, nil
 	}
 	w.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -206,6 +224,23 @@ func (w *Watcher) newReplica() *replica.Replica {
 		Shop: w.cfg.Shop(), ShopURL: w.cfg.PlentyURL, Source: w.cfg.EventSource(),
 		Own: []string{publisher.PublisherRecord}, Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
 	})
+}
+
+// LeaseKey is the key of the shop's lease (and of its checkpoint and
+// snapshot dump) in the hot standby's buckets.
+func LeaseKey(cfg *Config) string { return cfg.GroupKey() }
+
+// Ready says whether the pipeline does its job now, and why not (what
+// /readyz answers).
+func (w *Watcher) Ready() (bool, string) { return Ready(w.status()) }
+
+// Working says whether this pipeline's sweep and publish loops run: with
+// the hot standby, whether it is the active replica of its shop.
+func (w *Watcher) Working() bool {
+	if w.rep == nil {
+		return w.sweepAlive.Load()
+	}
+	return w.rep.Working()
 }
 
 // newWorkers builds the client, the poller and the timings from the
@@ -308,21 +343,35 @@ func (w *Watcher) userAgent() string {
 	return "orderwatch/" + w.opt.Version + " (" + w.rep.Instance() + ")"
 }
 
-// HTTPURL is the base URL of the HTTP endpoints.
-func (w *Watcher) HTTPURL() string { return "http://" + w.ln.Addr().String() }
+// HTTPURL is the base URL of the HTTP endpoints ("" with Options.NoHTTP).
+func (w *Watcher) HTTPURL() string {
+	if w.ln == nil {
+		return ""
+	}
+	return "http://" + w.ln.Addr().String()
+}
+
+func (w *Watcher) httpAddr() string {
+	if w.ln == nil {
+		return "none"
+	}
+	return w.ln.Addr().String()
+}
 
 // Run works until ctx is done, then shuts down within the configured
 // time and closes the watcher.
 func (w *Watcher) Run(ctx context.Context) error {
 	srv := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(w.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			w.log.Error("HTTP server stopped", "err", err)
-		}
-	}()
+	if w.ln != nil {
+		go func() {
+			if err := srv.Serve(w.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				w.log.Error("HTTP server stopped", "err", err)
+			}
+		}()
+	}
 	cfg := w.cfg
 	w.log.Info("orderwatch started", "version", w.opt.Version, "service", cfg.PlentyURL, "nats", publisher.RedactURL(cfg.NATSURL),
-		"stream", cfg.Stream, "state", cfg.StatePath, "http", w.ln.Addr().String(), "interval", durationOrDerived(cfg.PollInterval),
+		"stream", cfg.Stream, "state", cfg.StatePath, "http", w.httpAddr(), "interval", durationOrDerived(cfg.PollInterval),
 		"settle", durationOrDerived(cfg.Settle), "overlap", durationOrDerived(cfg.Overlap))
 
 	// The status metrics, from this replica's snapshot whatever its role
@@ -517,7 +566,7 @@ func (w *Watcher) Close() {
 		if w.ln != nil {
 			w.ln.Close()
 		}
-		if w.nc != nil {
+		if w.nc != nil && w.nc != w.opt.Conn {
 			w.nc.Close()
 		}
 		if w.store != nil {

@@ -29,6 +29,12 @@
 //     statusId an object, or its id not a number) until the corruption ends;
 //     the order itself does not change.
 //
+// Tenants serves many such systems in one process, one per base path
+// /shops/<id> (NewMulti, TenantPath), each a Server of its own: its own
+// orders, throttle quota, sessions, faults and mutator; CallsBy and
+// SetOnCall tell which client (User-Agent) called which tenant, so that a
+// fleet test can prove that no shop was called by two replicas at once.
+//
 // Tests mutate orders (SetStatus, SetLock, Touch, MutateRandom, RunMutator),
 // inspect History and Stats, and hook SetBeforeSearch to change orders
 // between the page requests of one scan. All randomness is seeded

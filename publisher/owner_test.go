@@ -110,3 +110,29 @@ func TestShopHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestFleetStreamOwner: a stream a fleet owns (StreamOwner) takes every
+// shop of that fleet; a single-shop watcher is refused on it, naming the
+// fleet.
+func TestFleetStreamOwner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := runServer(t, nil)
+	nc := connect(t, srv.url())
+	newPub := func(shop, owner string) *publisher.Publisher {
+		p, err := publisher.New(nc, openStore(t, false), publisher.Config{Stream: "ORDERS", CreateStream: true, Shop: shop, ShopURL: "https://" + shop + ".example", StreamOwner: owner, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, shop := range []string{"shop-a", "shop-b"} {
+		if err := newPub(shop, "fleet orderwatch").EnsureStream(ctx); err != nil {
+			t.Errorf("%s of the fleet: %v", shop, err)
+		}
+	}
+	err := newPub("shop-c", "").EnsureStream(ctx)
+	if !errors.Is(err, publisher.ErrOtherShop) || !strings.Contains(err.Error(), "fleet orderwatch") {
+		t.Errorf("a single-shop watcher on the fleet's stream: %v, want ErrOtherShop naming the fleet", err)
+	}
+}

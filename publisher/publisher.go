@@ -125,6 +125,10 @@ type Config struct {
 	// ShopURL names the shop (the service URL) in the stream's metadata
 	// and in the error when the stream is another shop's.
 	ShopURL string
+	// StreamOwner, when set, is the owner the stream's metadata names
+	// instead of Shop: a fleet's stream, shared by its shops (their
+	// events told apart by the Orderwatch-Shop header and subjects).
+	StreamOwner string
 	// MaxInFlight is the number of async publishes awaiting a PubAck [256].
 	MaxInFlight int
 	// BatchSize is the number of outbox entries read per transaction [512].

@@ -160,12 +160,25 @@ func (e *OwnerError) Error() string {
 
 func (e *OwnerError) Unwrap() []error { return []error{ErrStream, ErrOtherShop} }
 
-// owner is the metadata naming this shop (nil without a shop).
+// owner is the metadata naming this shop, or the fleet that owns the
+// stream (nil without a shop).
 func (p *Publisher) owner() map[string]string {
-	if p.cfg.Shop == "" {
+	if p.ownerName() == "" {
 		return nil
 	}
+	if p.cfg.StreamOwner != "" {
+		return map[string]string{MetaShop: p.cfg.StreamOwner}
+	}
 	return map[string]string{MetaShop: p.cfg.Shop, MetaShopURL: p.cfg.ShopURL}
+}
+
+// ownerName is who the stream must belong to: Config.StreamOwner, else
+// the shop.
+func (p *Publisher) ownerName() string {
+	if p.cfg.StreamOwner != "" {
+		return p.cfg.StreamOwner
+	}
+	return p.cfg.Shop
 }
 
 // claim checks the stream's owner: another shop's stream is refused
@@ -176,7 +189,7 @@ func (p *Publisher) owner() map[string]string {
 // start or failure). A claim the server refuses (no permission to update
 // the stream) is logged and the stream used without an owner.
 func (p *Publisher) claim(ctx context.Context, s jetstream.Stream, info *jetstream.StreamInfo) (*jetstream.StreamInfo, error) {
-	if p.cfg.Shop == "" {
+	if p.ownerName() == "" {
 		return info, nil
 	}
 	if err := p.checkOwner(info); err != nil || info.Config.Metadata[MetaShop] != "" {
@@ -212,7 +225,7 @@ func (p *Publisher) claim(ctx context.Context, s jetstream.Stream, info *jetstre
 
 func (p *Publisher) checkOwner(info *jetstream.StreamInfo) error {
 	owner := info.Config.Metadata[MetaShop]
-	if owner == "" || owner == p.cfg.Shop {
+	if owner == "" || owner == p.ownerName() {
 		return nil
 	}
 	return &OwnerError{Stream: p.cfg.Stream, Owner: owner, OwnerURL: info.Config.Metadata[MetaShopURL], Shop: p.cfg.Shop, ShopURL: p.cfg.ShopURL}

@@ -7,7 +7,11 @@
 //	go run ./cmd/plentysim -addr 127.0.0.1:8080 -orders 5000 -rate 2
 //
 // It prints one line with the base URL, the username and the password,
-// then serves until SIGINT or SIGTERM and shuts down gracefully.
+// then serves until SIGINT or SIGTERM and shuts down gracefully. With
+// -shops N it serves N systems (tenants) in one process, each under its
+// own base path /shops/<id> (shop-001 ...) with its own orders, quota,
+// sessions, faults and mutator, and prints one line per shop:
+// "shop <id> <base URL>".
 //
 // What it answers:
 //
@@ -36,7 +40,7 @@
 //
 // Flags (defaults in brackets; see -h):
 //
-//	-addr [127.0.0.1:8080]  -username [demo]  -password [demo]
+//	-addr [127.0.0.1:8080]  -shops [0]  -username [demo]  -password [demo]
 //	-orders [1000]  -span [720h]  -seed [1]
 //	-rate [1]  -status-weight [6]  -lock-weight [2]  -create-weight [2]  -touch-weight [0]
 //	-statuses [3,4,5,5.1,6,7,7.01,8,9,11.1]
@@ -77,6 +81,7 @@ func main() {
 // options are the command line flags.
 type options struct {
 	addr     string
+	shops    int // 0: one system at /rest; N: N tenants at /shops/<id>/rest
 	orders   int
 	span     time.Duration
 	statuses string
@@ -98,7 +103,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
-	fs.IntVar(&o.orders, "orders", 1000, "orders generated at start")
+	fs.IntVar(&o.shops, "shops", 0, "serve this many systems (tenants), each at /shops/<id> with its own orders, quota, sessions and faults (0: one system at /)")
+	fs.IntVar(&o.orders, "orders", 1000, "orders generated at start (per system)")
 	fs.DurationVar(&o.span, "span", 30*24*time.Hour, "the generated orders are created over this span up to now")
 	fs.BoolVar(&o.verbose, "v", false, "log every request and mutation to stderr")
 
@@ -153,8 +159,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	c.Location = loc
 	m.Statuses = strings.Split(o.statuses, ",")
-	if o.orders < 0 || o.span < 0 {
-		return o, errors.New("-orders and -span must not be negative")
+	if o.orders < 0 || o.span < 0 || o.shops < 0 {
+		return o, errors.New("-orders, -span and -shops must not be negative")
 	}
 	if err := c.Validate(); err != nil {
 		return o, err
@@ -178,31 +184,54 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "plentysim")
 
-	sim := plentysim.New(o.cfg)
 	now := time.Now()
-	sim.Generate(o.orders, now.Add(-o.span), now)
+	var sims []*plentysim.Server
+	var handler http.Handler
+	if o.shops == 0 {
+		sim := plentysim.New(o.cfg)
+		sims, handler = []*plentysim.Server{sim}, sim
+	} else {
+		tenants := plentysim.NewMulti(o.shops, o.cfg)
+		for _, id := range tenants.IDs() {
+			sims = append(sims, tenants.Tenant(id))
+		}
+		handler = tenants
+	}
+	for _, sim := range sims {
+		sim.Generate(o.orders, now.Add(-o.span), now)
+	}
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "plentysim:", err)
 		return 1
 	}
-	var handler http.Handler = sim
 	if o.verbose {
-		handler = logRequests(sim, log)
+		handler = logRequests(handler, log)
 		o.mutator.OnChange = func(c plentysim.Change) {
 			log.Info("mutation", "order", c.OrderID, "kind", c.Kind, "from", c.From, "to", c.To, "updatedAt", c.At.Format(time.RFC3339))
 		}
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "plentysim: serving http://%s username=%s password=%s orders=%d\n",
-		ln.Addr(), o.cfg.Username, o.cfg.Password, o.orders)
+	if o.shops == 0 {
+		fmt.Fprintf(stdout, "plentysim: serving http://%s username=%s password=%s orders=%d\n",
+			ln.Addr(), o.cfg.Username, o.cfg.Password, o.orders)
+	} else {
+		fmt.Fprintf(stdout, "plentysim: serving %d shops on http://%s username=%s password=%s orders=%d each\n",
+			o.shops, ln.Addr(), o.cfg.Username, o.cfg.Password, o.orders)
+		for i := range o.shops {
+			id := plentysim.TenantName(i, o.shops)
+			fmt.Fprintf(stdout, "shop %s http://%s%s\n", id, ln.Addr(), plentysim.TenantPath(id))
+		}
+	}
 
 	var wg sync.WaitGroup
 	mctx, stopMutator := context.WithCancel(ctx)
 	defer stopMutator()
 	if o.mutator.Rate > 0 {
-		wg.Go(func() { sim.RunMutator(mctx, o.mutator) })
+		for _, sim := range sims {
+			wg.Go(func() { sim.RunMutator(mctx, o.mutator) })
+		}
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -125,5 +126,71 @@ func TestRunFlagErrors(t *testing.T) {
 				t.Errorf("stderr %q, want %q", stderr.String(), tt.want)
 			}
 		})
+	}
+}
+
+// TestRunServesManyShops: -shops N prints one base URL per shop; each
+// answers with its own orders and sessions; the plain /rest path is not
+// served then.
+func TestRunServesManyShops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-shops", "3", "-orders", "5", "-rate", "0"}, outW, &stderr)
+		outW.Close()
+	}()
+	rd := bufio.NewReader(outR)
+	head, err := rd.ReadString('\n')
+	if err != nil || !strings.HasPrefix(head, "plentysim: serving 3 shops on http://127.0.0.1:") {
+		t.Fatalf("first line %q %v (stderr %s)", head, err, stderr.String())
+	}
+	var bases []string
+	for i := range 3 {
+		line, err := rd.ReadString('\n')
+		m := regexp.MustCompile(`^shop (shop-00\d) (http://127\.0\.0\.1:\d+/shops/shop-00\d)\n$`).FindStringSubmatch(line)
+		if err != nil || m == nil || m[1] != fmt.Sprintf("shop-%03d", i+1) {
+			t.Fatalf("shop line %d: %q %v", i, line, err)
+		}
+		bases = append(bases, m[2])
+	}
+	go io.Copy(io.Discard, outR)
+	for _, base := range bases {
+		resp, err := http.Post(base+"/rest/login", "application/json", strings.NewReader(`{"username":"demo","password":"demo"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tk struct {
+			AccessToken string `json:"access_token"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&tk)
+		resp.Body.Close()
+		req, _ := http.NewRequest(http.MethodGet, base+"/rest/orders/search", nil)
+		req.Header.Set("Authorization", "Bearer "+tk.AccessToken)
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct{ TotalsCount int }
+		_ = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || page.TotalsCount != 5 {
+			t.Errorf("%s: %d, %d orders, want 200 and its 5", base, resp.StatusCode, page.TotalsCount)
+		}
+	}
+	root := strings.TrimSuffix(bases[0], "/shops/shop-001")
+	resp, err := http.Post(root+"/rest/login", "application/json", strings.NewReader(`{"username":"demo","password":"demo"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/rest/login with -shops: %d, want 404", resp.StatusCode)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d", code)
 	}
 }

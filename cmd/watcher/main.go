@@ -64,6 +64,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if code, ok := parseArgs(flag.NewFlagSet("run", flag.ContinueOnError), args, 0, stdout, stderr); !ok {
 			return code
 		}
+		if os.Getenv(envPrefix+"_SHOPS_FILE") != "" {
+			return runFleet(ctx, stderr) // fleet.go
+		}
 		return runWatcher(ctx, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)

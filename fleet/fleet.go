@@ -1,0 +1,528 @@
+// Package fleet runs many shops in one deployment: every replica (member)
+// of the fleet runs the pipelines (package pipeline) of the shops whose
+// lease it holds, one lease key per shop in the hot standby's lease bucket
+// (package lease, through the pipeline's replica), so that fencing per
+// shop is what it is for one shop: a shop is never called or published
+// for by two members at once.
+//
+// Members announce themselves in a members bucket (a key each, with a
+// TTL, renewed every third of it); each computes the fair share
+// ceil(shops/members) from the live ones and decides alone (Decide, a
+// pure function): a member below its share starts the pipelines of free
+// shops (the pipeline's replica acquires the lease, restores the shop's
+// state from the group's checkpoint and snapshot dump when its state file
+// is not the newest, and calls the shop), a member above its share gives
+// one shop up at a time (the pipeline stops, flushes, writes its last
+// checkpoint and releases the lease; another member takes it over at
+// once). A member that dies leaves its leases to expire (the lease TTL)
+// and its announcement too; the others then take its shops.
+//
+// The registry of shops (package shops) is applied live with Apply.
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/pipeline"
+	"github.com/orderwatch/orderwatch/publisher"
+	"github.com/orderwatch/orderwatch/replica"
+	"github.com/orderwatch/orderwatch/shops"
+)
+
+// Config configures a member of a fleet.
+type Config struct {
+	// NC is the member's NATS connection, shared by its pipelines.
+	NC *nats.Conn
+	// Instance names this member (the pod name) in the members bucket and
+	// in the leases; Host is informational.
+	Instance, Host string
+	// Base is the configuration every shop's pipeline starts from (the
+	// WATCHER_* variables); a shop's entry overrides the service URL and
+	// credentials, the scope, the call share, the subject prefix and the
+	// stream. Its LeaseBucket names the buckets: <LeaseBucket>_lease
+	// (one key per shop), _checkpoint, _snapshot and _fleet (members).
+	Base pipeline.Config
+	// StateDir holds one state file per shop: <StateDir>/<shop id>.db.
+	StateDir string
+
+	MemberTTL   time.Duration // an announcement's life [6s]; renewed every third
+	Tick        time.Duration // a decision at least this often [1s]
+	Slack       int           // shops above the fair share kept before one is given up [0]
+	OrphanGrace time.Duration // see View.OrphanGrace [10s]
+	// Getenv resolves the shops' passwordEnv references [os.Getenv].
+	Getenv func(string) string
+
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // the fleet's metrics and, with a shop label, each pipeline's
+	Gatherer   prometheus.Gatherer
+	Version    string
+	Replica    replica.Tuning // the pipelines' hot-standby delays (tests)
+}
+
+func (c *Config) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.MemberTTL, 6*time.Second)
+	def(&c.Tick, time.Second)
+	def(&c.OrphanGrace, 10*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		c.Registerer, c.Gatherer = reg, reg
+	}
+	if c.Getenv == nil {
+		c.Getenv = os.Getenv
+	}
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+	}
+}
+
+// Fleet is one member of a fleet.
+type Fleet struct {
+	cfg   Config
+	log   *slog.Logger
+	nonce string
+	since time.Time
+	wake  chan struct{}
+	m     *metrics
+
+	mu       sync.Mutex
+	registry map[string]shops.Shop // in force
+	invalid  []error               // the registry's invalid entries
+	fileErr  error
+	runs     map[string]*run        // pipelines of this member, by shop
+	stopping map[*run]struct{}      // pipelines being stopped
+	members  map[string]Member      // by key
+	holders  map[string]lease.Value // by lease key
+	freeAt   map[string]time.Time   // shop -> first seen free
+	cooldown map[string]time.Time   // shop -> given up at
+	bound    bool                   // the buckets are bound
+	lastPlan Plan
+	lastView View
+
+	wg sync.WaitGroup
+}
+
+// run is one shop's pipeline in this member.
+type run struct {
+	shop    shops.Shop
+	key     string // lease key
+	w       *pipeline.Watcher
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started time.Time
+	reason  string // why it stops ("" while it runs)
+}
+
+// New returns a member; Run makes it work. Apply feeds it the registry.
+func New(cfg Config) (*Fleet, error) {
+	cfg.defaults()
+	if cfg.NC == nil || cfg.Instance == "" || cfg.StateDir == "" {
+		return nil, errors.New("fleet: NC, Instance and StateDir are required")
+	}
+	if cfg.Base.Stream == "" {
+		return nil, pipeline.ConfigErrorf("fleet mode needs JetStream (%s_STREAM): the leases, checkpoints and snapshots live there", pipeline.EnvPrefix)
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o750); err != nil {
+		return nil, fmt.Errorf("fleet: state directory: %w", err)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	f := &Fleet{
+		cfg: cfg, log: cfg.Logger.With("component", "fleet"), nonce: hex.EncodeToString(b[:]), since: time.Now(),
+		wake: make(chan struct{}, 1), registry: map[string]shops.Shop{}, runs: map[string]*run{},
+		stopping: map[*run]struct{}{}, members: map[string]Member{}, holders: map[string]lease.Value{},
+		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{},
+	}
+	f.m = newMetrics(cfg.Registerer, f)
+	return f, nil
+}
+
+// Check is the registry's validation of an entry (shops.Options.Check):
+// the pipeline's configuration built from it must be valid.
+func (f *Fleet) Check(s shops.Shop) error {
+	cfg, err := f.shopConfig(s)
+	if err != nil {
+		return err
+	}
+	return cfg.Validate()
+}
+
+// shopConfig is the pipeline configuration of a shop: the base with the
+// entry's fields, its own state file, the lease on with this member's
+// instance. A shop without its own subject prefix publishes under
+// <base prefix>.<id>: shops sharing a stream never share subjects.
+func (f *Fleet) shopConfig(s shops.Shop) (*pipeline.Config, error) {
+	c := f.cfg.Base
+	c.ShopID = s.ID
+	c.PlentyURL, c.PlentyUsername = s.URL, s.Username
+	pw, err := s.Password(f.cfg.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	c.PlentyPassword, c.PlentyPasswordFile = pw, ""
+	c.Scope, c.ScopeJSON = s.Scope, s.ScopeJSON
+	if s.CallShare > 0 {
+		c.CallShare = s.CallShare
+	}
+	c.SubjectPrefix = f.cfg.Base.SubjectPrefix + "." + s.ID
+	if s.SubjectPrefix != "" {
+		c.SubjectPrefix = s.SubjectPrefix
+	}
+	if s.Stream != "" {
+		c.Stream = s.Stream
+	}
+	c.Source = ""
+	c.StatePath = filepath.Join(f.cfg.StateDir, s.ID+".db")
+	c.Lease, c.InstanceID = true, f.cfg.Instance
+	c.HTTPAddr = "127.0.0.1:0" // not listened on (Options.NoHTTP)
+	return &c, nil
+}
+
+// Apply takes a reading of the registry: removed shops stop (their lease
+// released), changed ones are stopped and taken again with the new entry
+// (by whichever member gets them), added ones are contended for at the
+// next decision.
+func (f *Fleet) Apply(up shops.Update) {
+	f.mu.Lock()
+	f.invalid, f.fileErr = up.Invalid, up.FileErr
+	if up.FileErr == nil {
+		next := make(map[string]shops.Shop, len(up.Shops))
+		for _, s := range up.Shops {
+			next[s.ID] = s
+		}
+		f.registry = next
+		for _, c := range up.Changes {
+			if r := f.runs[c.Shop.ID]; r != nil && c.Kind != shops.Added {
+				f.stopLocked(r, "registry: shop "+string(c.Kind))
+			}
+		}
+	}
+	f.mu.Unlock()
+	f.poke()
+}
+
+func (f *Fleet) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run works until ctx ends: it binds the buckets, announces this member,
+// follows the members and the leases, and decides every Tick (and at
+// every change) which shops to run. Then it stops every pipeline (each
+// flushes, writes its last checkpoint and releases its lease) and
+// withdraws its announcement.
+func (f *Fleet) Run(ctx context.Context) error {
+	js, err := jetstream.New(f.cfg.NC, jetstream.WithDefaultTimeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	var leases, members jetstream.KeyValue
+	for {
+		leases, members, err = f.bind(ctx, js)
+		if err == nil {
+			break
+		}
+		f.log.Warn("fleet: the buckets cannot be used yet; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	f.mu.Lock()
+	f.bound = true
+	f.mu.Unlock()
+	wctx, stopWatch := context.WithCancel(ctx)
+	hctx, stopHeartbeat := context.WithCancel(ctx)
+	beating := make(chan struct{})
+	go func() { defer close(beating); f.heartbeat(hctx, members) }()
+	var watchers sync.WaitGroup
+	watchers.Go(func() { followKV(wctx, members, &f.mu, &f.members, decodeMember, f.poke) })
+	watchers.Go(func() { followKV(wctx, leases, &f.mu, &f.holders, decodeHolder, f.poke) })
+	// One announcement round before the first decision: members started
+	// together see each other and do not all take everything.
+	select {
+	case <-ctx.Done():
+	case <-time.After(min(f.cfg.MemberTTL/3, 2*time.Second)):
+	}
+	tick := time.NewTicker(f.cfg.Tick)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		f.decide(ctx)
+		select {
+		case <-ctx.Done():
+		case <-f.wake:
+		case <-tick.C:
+		}
+	}
+	// The announcement is withdrawn first: the others count one member
+	// less and take the shops as soon as they are released.
+	stopHeartbeat()
+	<-beating
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = members.Delete(dctx, memberKey(f.cfg.Instance))
+	cancel()
+	f.shutdown()
+	stopWatch()
+	watchers.Wait()
+	return nil
+}
+
+// bind creates (or binds) the lease bucket, the members bucket and the
+// shared stream.
+func (f *Fleet) bind(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, jetstream.KeyValue, error) {
+	b := f.cfg.Base
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	leases, _, err := lease.Bucket(bctx, js, b.LeaseBucket+"_lease", b.LeaseTTL, lease.Replicas(b.StreamReplicas))
+	if err != nil {
+		return nil, nil, err
+	}
+	members, err := membersBucket(bctx, js, b.LeaseBucket+"_fleet", f.cfg.MemberTTL, b.StreamReplicas)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ensureStream(bctx, js, b); err != nil {
+		return nil, nil, err
+	}
+	return leases, members, nil
+}
+
+// streamOwner names the fleet as the owner of its shared stream (the
+// stream's metadata publisher.MetaShop): a single-shop watcher is refused
+// on it, the fleet's shops are not.
+func streamOwner(b pipeline.Config) string { return "fleet " + b.LeaseBucket }
+
+// ensureStream creates the shared stream when missing, capturing every
+// shop's default subjects (<prefix>.<id>.>): a shop's pipeline would
+// otherwise create it with its own subjects only.
+func ensureStream(ctx context.Context, js jetstream.JetStream, b pipeline.Config) error {
+	_, err := js.Stream(ctx, b.Stream)
+	if err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) || !b.StreamCreate {
+		return err
+	}
+	maxBytes := b.StreamMaxBytes
+	if maxBytes == 0 {
+		maxBytes = -1
+	}
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: b.Stream, Description: "orderwatch order change events (CloudEvents; Nats-Msg-Id = event id)",
+		Metadata: map[string]string{publisher.MetaShop: streamOwner(b)},
+		Subjects: []string{b.SubjectPrefix + ".>"}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
+		Discard: jetstream.DiscardOld, Duplicates: b.DuplicateWindow, MaxAge: b.StreamMaxAge, MaxBytes: maxBytes, Replicas: b.StreamReplicas,
+	})
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create stream %s: %w", b.Stream, err)
+	}
+	return nil
+}
+
+// heartbeat announces this member every third of the members' TTL.
+func (f *Fleet) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
+	key := memberKey(f.cfg.Instance)
+	t := time.NewTicker(f.cfg.MemberTTL / 3)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		n := len(f.runs)
+		f.mu.Unlock()
+		m := Member{Instance: f.cfg.Instance, Host: f.cfg.Host, Nonce: f.nonce, Shops: n, Since: f.since.UTC(), At: time.Now().UTC()}
+		b, _ := json.Marshal(m)
+		pctx, cancel := context.WithTimeout(ctx, f.cfg.MemberTTL/3)
+		if _, err := kv.Put(pctx, key, b); err != nil && ctx.Err() == nil {
+			f.log.Warn("fleet: announcing this member failed", "err", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// view is what Decide needs, read now.
+func (f *Fleet) viewLocked(now time.Time) View {
+	v := View{
+		Self: f.cfg.Instance, Members: map[string]int{}, Holder: map[string]string{}, FreeFor: map[string]time.Duration{},
+		Running: map[string]bool{}, Stopping: len(f.stopping), Cooldown: map[string]bool{},
+		Slack: f.cfg.Slack, OrphanGrace: f.cfg.OrphanGrace,
+	}
+	for _, m := range f.members {
+		if now.Sub(m.At) > 2*f.cfg.MemberTTL {
+			continue // no expiry marker seen (an older server): stale
+		}
+		v.Members[m.Instance] = m.Shops
+	}
+	v.Members[f.cfg.Instance] = len(f.runs)
+	for id, s := range f.registry {
+		v.Shops = append(v.Shops, id)
+		key := pipeline.LeaseKey(f.baseKeyConfig(s))
+		if h, ok := f.holders[key]; ok && now.Sub(h.Expires) < 2*time.Second {
+			v.Holder[id] = h.Instance
+			delete(f.freeAt, id)
+			if h.Instance != f.cfg.Instance {
+				delete(f.cooldown, id) // another member had its chance
+			}
+		} else {
+			at, seen := f.freeAt[id]
+			if !seen {
+				at = now
+				f.freeAt[id] = now
+			}
+			v.FreeFor[id] = now.Sub(at)
+		}
+		if at, ok := f.cooldown[id]; ok {
+			if now.Sub(at) < 2*f.cfg.OrphanGrace {
+				v.Cooldown[id] = true
+			} else {
+				delete(f.cooldown, id)
+			}
+		}
+	}
+	slices.Sort(v.Shops)
+	for id, r := range f.runs {
+		if r.reason == "" {
+			v.Running[id] = true
+		}
+	}
+	return v
+}
+
+// baseKeyConfig is the part of a shop's configuration its lease key
+// depends on (no secret needed).
+func (f *Fleet) baseKeyConfig(s shops.Shop) *pipeline.Config {
+	c := f.cfg.Base
+	c.ShopID, c.PlentyURL = s.ID, s.URL
+	if s.Stream != "" {
+		c.Stream = s.Stream
+	}
+	return &c
+}
+
+// decide runs one round: Decide, then start and stop what it says.
+func (f *Fleet) decide(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, r := range f.runs {
+		if _, ok := f.registry[id]; !ok {
+			f.stopLocked(r, "registry: shop removed")
+		}
+	}
+	v := f.viewLocked(time.Now())
+	p := Decide(v)
+	f.lastPlan, f.lastView = p, v
+	for _, id := range p.Stop {
+		if r := f.runs[id]; r != nil {
+			why := "rebalancing: above the fair share"
+			if h := v.Holder[id]; h != "" && h != v.Self {
+				why = "the lease is held by " + h
+			}
+			f.stopLocked(r, why)
+			f.cooldown[id] = time.Now()
+		}
+	}
+	for _, id := range p.Start {
+		f.startLocked(ctx, f.registry[id])
+	}
+}
+
+// startLocked builds and runs a shop's pipeline: its replica contends for
+// the lease and, holding it, restores the group's state and calls the
+// shop.
+func (f *Fleet) startLocked(ctx context.Context, s shops.Shop) {
+	if f.runs[s.ID] != nil {
+		return
+	}
+	log := f.cfg.Logger.With("shop", s.ID)
+	cfg, err := f.shopConfig(s)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	var w *pipeline.Watcher
+	if err == nil {
+		reg := prometheus.WrapRegistererWith(prometheus.Labels{"shop": s.ID}, f.cfg.Registerer)
+		w, err = pipeline.New(cfg, pipeline.Options{
+			Logger: log, Registerer: reg, Gatherer: f.cfg.Gatherer, Version: f.cfg.Version,
+			Replica: f.cfg.Replica, Conn: f.cfg.NC, NoHTTP: true, StreamOwner: streamOwner(f.cfg.Base),
+		})
+	}
+	if err != nil {
+		f.log.Error("fleet: the shop's pipeline cannot start", "shop", s.ID, "err", err)
+		f.m.startErrors.Inc()
+		f.cooldown[s.ID] = time.Now() // not at every tick
+		return
+	}
+	// Stopped by stopLocked only: at the end of Run after the announcement
+	// is withdrawn (the others then take the shops at once).
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r := &run{shop: s, key: pipeline.LeaseKey(cfg), w: w, cancel: cancel, done: make(chan struct{}), started: time.Now()}
+	f.runs[s.ID] = r
+	f.m.starts.Inc()
+	f.wg.Go(func() {
+		defer close(r.done)
+		_ = w.Run(rctx)
+	})
+	f.log.Info("fleet: contending for a shop", "shop", s.ID)
+}
+
+// stopLocked stops a shop's pipeline in the background (it flushes,
+// writes its last checkpoint and releases its lease); the shop leaves
+// runs once it has.
+func (f *Fleet) stopLocked(r *run, why string) {
+	if r.reason != "" {
+		return
+	}
+	r.reason = why
+	f.stopping[r] = struct{}{}
+	f.log.Info("fleet: giving a shop up", "shop", r.shop.ID, "why", why)
+	r.cancel()
+	go func() {
+		<-r.done
+		f.mu.Lock()
+		delete(f.stopping, r)
+		if f.runs[r.shop.ID] == r {
+			delete(f.runs, r.shop.ID)
+		}
+		f.mu.Unlock()
+		f.poke()
+	}()
+}
+
+// shutdown stops every pipeline and waits for them.
+func (f *Fleet) shutdown() {
+	f.mu.Lock()
+	for _, r := range f.runs {
+		f.stopLocked(r, "shutting down")
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}

@@ -1,0 +1,111 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderwatch/orderwatch/lease"
+)
+
+// Member is what a member announces in the members bucket, renewed every
+// third of the bucket's TTL: a member that stops announcing (killed,
+// partitioned) drops out of the others' count after the TTL.
+type Member struct {
+	Instance string    `json:"instance"`
+	Host     string    `json:"host"`
+	Nonce    string    `json:"nonce"`
+	Shops    int       `json:"shops"` // shops it runs (active or starting)
+	Since    time.Time `json:"since"`
+	At       time.Time `json:"at"` // the writer's wall clock at this announcement
+}
+
+// membersBucket binds the members bucket, creating it with ttl (every
+// announcement expires ttl after it was written; the server then places
+// a delete marker the other members see).
+func membersBucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, name)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("members bucket %s: %w", name, err)
+	}
+	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: name, Description: "orderwatch fleet: the live members (one key each, expiring unless renewed)",
+		History: 1, TTL: ttl, LimitMarkerTTL: ttl, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		return js.KeyValue(ctx, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("members bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
+
+// memberKey is a member's key: its instance, sanitized to the key rules.
+func memberKey(instance string) string {
+	var b strings.Builder
+	for _, r := range instance {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '=':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// followKV keeps *into (guarded by mu) equal to the live keys of kv,
+// decoded, until ctx ends: a value that does not decode is left out;
+// changed is called after every change. A watch that fails is started
+// again after a second, from a fresh copy.
+func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex, into *map[string]T, decode func([]byte) (T, bool), changed func()) {
+	for ctx.Err() == nil {
+		w, err := kv.WatchAll(ctx)
+		if err == nil {
+			mu.Lock()
+			*into = map[string]T{}
+			mu.Unlock()
+			for e := range w.Updates() {
+				if e == nil {
+					continue // the initial values are all delivered
+				}
+				v, ok := decode(e.Value())
+				mu.Lock()
+				if e.Operation() == jetstream.KeyValuePut && ok {
+					(*into)[e.Key()] = v
+				} else {
+					delete(*into, e.Key())
+				}
+				mu.Unlock()
+				changed()
+			}
+			_ = w.Stop()
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func decodeMember(b []byte) (Member, bool) {
+	var m Member
+	return m, json.Unmarshal(b, &m) == nil && m.Instance != ""
+}
+
+func decodeHolder(b []byte) (lease.Value, bool) {
+	var v lease.Value
+	return v, json.Unmarshal(b, &v) == nil && v.Instance != ""
+}

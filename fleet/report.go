@@ -1,0 +1,200 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Shop states in the report and in orderwatch_fleet_shops{state}.
+const (
+	StateActive    = "active"    // this member runs it: its lease held, its loops running
+	StateStarting  = "starting"  // this member contends for it or takes it over
+	StateStopping  = "stopping"  // this member gives it up (flush, last checkpoint, release)
+	StateElsewhere = "elsewhere" // another member holds its lease
+	StateFree      = "free"      // nobody holds its lease
+)
+
+// startGrace is how long a pipeline may be starting (contending, taking
+// over) before it makes the member unready.
+const startGrace = 30 * time.Second
+
+// ShopReport is one shop in the fleet's state report.
+type ShopReport struct {
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	Holder string `json:"holder,omitempty"` // the member holding its lease
+	Ready  *bool  `json:"ready,omitempty"`  // this member's pipeline of it
+	Reason string `json:"reason,omitempty"`
+}
+
+// Report is the member's state report (GET /state).
+type Report struct {
+	Instance string         `json:"instance"`
+	Bound    bool           `json:"bound"` // the buckets are bound
+	Members  map[string]int `json:"members"`
+	Share    int            `json:"fairShare"`
+	Counts   map[string]int `json:"counts"`
+	Shops    []ShopReport   `json:"shops"`
+	Invalid  []string       `json:"invalidEntries,omitempty"`
+	FileErr  string         `json:"registryError,omitempty"`
+	Ready    bool           `json:"ready"`
+	Why      string         `json:"why"`
+}
+
+// Report reads the member's state now.
+func (f *Fleet) Report() Report {
+	now := time.Now()
+	f.mu.Lock()
+	v := f.viewLocked(now)
+	rep := Report{Instance: f.cfg.Instance, Bound: f.bound, Members: v.Members, Share: Share(len(v.Shops), len(v.Members)), Counts: map[string]int{}}
+	for _, e := range f.invalid {
+		rep.Invalid = append(rep.Invalid, e.Error())
+	}
+	if f.fileErr != nil {
+		rep.FileErr = f.fileErr.Error()
+	}
+	type pending struct {
+		i int
+		r *run
+	}
+	var asks []pending
+	for _, id := range v.Shops {
+		sr := ShopReport{ID: id, Holder: v.Holder[id]}
+		r := f.runs[id]
+		switch {
+		case r != nil && r.reason != "":
+			sr.State, sr.Reason = StateStopping, r.reason
+		case r != nil:
+			sr.State = StateStarting
+			asks = append(asks, pending{len(rep.Shops), r})
+		case sr.Holder != "":
+			sr.State = StateElsewhere
+		default:
+			sr.State = StateFree
+		}
+		rep.Shops = append(rep.Shops, sr)
+	}
+	f.mu.Unlock()
+	// The pipelines are asked outside the fleet's lock.
+	var unready []string
+	for _, a := range asks {
+		sr := &rep.Shops[a.i]
+		ok, why := a.r.w.Ready()
+		if a.r.w.Working() {
+			sr.State = StateActive
+		}
+		sr.Ready, sr.Reason = &ok, why
+		if !ok && (sr.State == StateActive || now.Sub(a.r.started) > startGrace) {
+			unready = append(unready, sr.ID+": "+why)
+		}
+	}
+	for _, s := range rep.Shops {
+		rep.Counts[s.State]++
+	}
+	switch {
+	case !rep.Bound:
+		rep.Why = "the fleet's buckets cannot be used yet"
+	case rep.FileErr != "" && len(rep.Shops) == 0:
+		rep.Why = rep.FileErr
+	case rep.Counts[StateFree] > 0 && len(asks) < rep.Share:
+		rep.Why = fmt.Sprintf("%d shops free and this member below its fair share (%d of %d): taking them", rep.Counts[StateFree], len(asks), rep.Share)
+	case len(unready) > 0:
+		slices.Sort(unready)
+		rep.Why = fmt.Sprintf("%d of this member's shops not ready: %s", len(unready), strings.Join(unready, "; "))
+	default:
+		rep.Ready = true
+		rep.Why = fmt.Sprintf("ok: %d shops active here, %d starting, fair share %d of %d shops over %d members",
+			rep.Counts[StateActive], rep.Counts[StateStarting], rep.Share, len(rep.Shops), len(rep.Members))
+	}
+	return rep
+}
+
+// Handler serves /healthz, /readyz (ready when every shop this member
+// runs is, a shop starting for less than 30 s not counted yet, and no
+// shop is free while this member is below its fair share),
+// /metrics, /state (the Report, per shop) and /shops/{id}/... (the
+// pipeline's own endpoints of a shop this member runs: /state,
+// /state/orders/{id}, /readyz).
+func (f *Fleet) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		rep := f.Report()
+		if !rep.Ready {
+			http.Error(rw, rep.Why, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(rw, rep.Why)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(f.cfg.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /state", func(rw http.ResponseWriter, _ *http.Request) {
+		b, _ := json.MarshalIndent(f.Report(), "", "  ")
+		rw.Header().Set("Content-Type", "application/json")
+		rw.Write(append(b, '\n'))
+	})
+	mux.HandleFunc("/shops/{id}/", func(rw http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		f.mu.Lock()
+		run := f.runs[id]
+		f.mu.Unlock()
+		if run == nil {
+			http.Error(rw, fmt.Sprintf("shop %s does not run on this member (see /state)", id), http.StatusNotFound)
+			return
+		}
+		http.StripPrefix("/shops/"+id, run.w.Handler()).ServeHTTP(rw, r)
+	})
+	return mux
+}
+
+// metrics are the fleet's totals; each pipeline's own carry its shop
+// label (bounded by the registry: a member registers only the shops it
+// runs).
+type metrics struct {
+	starts      prometheus.Counter
+	startErrors prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, f *Fleet) *metrics {
+	m := &metrics{
+		starts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderwatch_fleet_pipeline_starts_total", Help: "Shop pipelines this member started (to contend for a shop's lease).",
+		}),
+		startErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderwatch_fleet_pipeline_start_errors_total", Help: "Shop pipelines that could not be built (a configuration or state file error; see the log).",
+		}),
+	}
+	reg.MustRegister(m.starts, m.startErrors, &fleetCollector{f: f})
+	return m
+}
+
+var (
+	shopsDesc   = prometheus.NewDesc("orderwatch_fleet_shops", "Shops of the registry by state as this member sees them: active (run here), starting, stopping, elsewhere (another member), free; invalid (entries left out).", []string{"state"}, nil)
+	membersDesc = prometheus.NewDesc("orderwatch_fleet_members", "Live members of the fleet this member sees (itself included).", nil, nil)
+	shareDesc   = prometheus.NewDesc("orderwatch_fleet_fair_share", "Shops per member at most once the fleet is stable: ceil(shops/members).", nil, nil)
+)
+
+// fleetCollector reads the report at each scrape.
+type fleetCollector struct{ f *Fleet }
+
+func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- shopsDesc
+	ch <- membersDesc
+	ch <- shareDesc
+}
+
+func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
+	rep := c.f.Report()
+	for _, st := range []string{StateActive, StateStarting, StateStopping, StateElsewhere, StateFree} {
+		ch <- prometheus.MustNewConstMetric(shopsDesc, prometheus.GaugeValue, float64(rep.Counts[st]), st)
+	}
+	ch <- prometheus.MustNewConstMetric(shopsDesc, prometheus.GaugeValue, float64(len(rep.Invalid)), "invalid")
+	ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(len(rep.Members)))
+	ch <- prometheus.MustNewConstMetric(shareDesc, prometheus.GaugeValue, float64(rep.Share))
+}
