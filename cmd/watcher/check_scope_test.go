@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/orderwatch/orderwatch/pipeline"
 )
 
 // TestCheckSaysHowTheScopeIsSplit: watcher check names what goes to the
@@ -20,7 +22,7 @@ func TestCheckSaysHowTheScopeIsSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	writeScope(&out, sp)
+	pipeline.WriteScope(&out, sp)
 	for _, want := range []string{
 		"scope sent to the service (fields that never change): orderTypeId=eq:1\n",
 		"scope evaluated by orderwatch on before and after (fields that change; an order leaving the scope is published): statusId=in:5,6 and (referrerId=eq:1 or lockStatus=not:unlocked)\n",

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/pipeline"
 )
 
 // TestCheckNamesTheNATSServer: `watcher check` names the NATS server's
@@ -19,7 +20,7 @@ func TestCheckNamesTheNATSServer(t *testing.T) {
 		t.Errorf("check against NATS %s: exit %d\n%s", server.VERSION, code, out)
 	}
 	var b strings.Builder
-	writeLacks(&b, lease.ServerFeatures{Version: "2.10.29", APILevel: 0})
+	pipeline.WriteLacks(&b, lease.ServerFeatures{Version: "2.10.29", APILevel: 0})
 	if got := b.String(); strings.Count(got, "\n") != 1 || !strings.HasPrefix(got, "WARN NATS server 2.10.29 lacks per-key TTL markers") {
 		t.Errorf("what a 2.10 server lacks:\n%s", got)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/replica"
 )
@@ -83,7 +84,7 @@ func groupConn(ctx context.Context, cmd string, stderr io.Writer) (*Config, *nat
 	}
 	nc, err := publisher.Connect(cfg.NATS("orderwatch-" + cmd))
 	if err == nil {
-		if err = waitConnected(ctx, nc.IsConnected, 10*time.Second); err != nil {
+		if err = pipeline.WaitConnected(ctx, nc.IsConnected, 10*time.Second); err != nil {
 			nc.Close()
 		}
 	}

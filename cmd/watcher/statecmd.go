@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -17,36 +16,6 @@ import (
 	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/state"
 )
-
-// localURL is the base URL of a watcher listening on addr, seen from this
-// machine (or pod): ":9090" and "0.0.0.0:9090" are reached on loopback.
-func localURL(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "http://" + addr
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port)
-}
-
-// getLocal makes a GET to a running watcher's HTTP endpoint.
-func getLocal(ctx context.Context, base, path string) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, b, err
-}
 
 // runState is `watcher state [-json] [ORDER_ID]`: what the state file holds,
 // or one order's tracked state, or (-status, -older-than) a page of the
@@ -175,7 +144,7 @@ func localState(s *state.Store, cfg *Config, req stateRequest) ([]byte, error) {
 
 // remoteState asks the watcher that holds the state file.
 func remoteState(ctx context.Context, cfg *Config, req stateRequest) ([]byte, error) {
-	base := localURL(cfg.HTTPAddr)
+	base := pipeline.LocalURL(cfg.HTTPAddr)
 	path, orderID := "/state", req.orderID
 	switch {
 	case req.list != nil:
@@ -183,7 +152,7 @@ func remoteState(ctx context.Context, cfg *Config, req stateRequest) ([]byte, er
 	case orderID != 0:
 		path = fmt.Sprintf("/state/orders/%d", orderID)
 	}
-	code, body, err := getLocal(ctx, base, path)
+	code, body, err := pipeline.GetLocal(ctx, base, path)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%s is held by a running watcher, which did not answer at %s (%v): set WATCHER_HTTP_ADDR to its address", cfg.StatePath, base, err)

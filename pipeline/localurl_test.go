@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"testing"
@@ -13,8 +13,8 @@ func TestLocalURL(t *testing.T) {
 		"localhost:8080": "http://localhost:8080",
 		"[::1]:9090":     "http://[::1]:9090",
 	} {
-		if got := localURL(addr); got != want {
-			t.Errorf("localURL(%q) = %q, want %q", addr, got, want)
+		if got := LocalURL(addr); got != want {
+			t.Errorf("LocalURL(%q) = %q, want %q", addr, got, want)
 		}
 	}
 }
