@@ -299,15 +299,25 @@ func (f *Fleet) bind(ctx context.Context, js jetstream.JetStream) (jetstream.Key
 	b := f.cfg.Base
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	leases, _, err := lease.Bucket(bctx, js, b.LeaseBucket+"_lease", b.LeaseTTL, lease.Replicas(b.StreamReplicas))
-	if err != nil {
-		return nil, nil, err
-	}
-	members, err := membersBucket(bctx, js, b.LeaseBucket+"_fleet", f.cfg.MemberTTL, b.StreamReplicas)
-	if err != nil {
-		return nil, nil, err
-	}
+	// The stream first: the buckets' replicas follow its own, as every
+	// shop's replica binds them (replica.bind), unless set.
 	if err := ensureStream(bctx, js, b); err != nil {
+		return nil, nil, err
+	}
+	replicas := b.LeaseReplicas
+	if replicas <= 0 {
+		s, err := js.Stream(bctx, b.Stream)
+		if err != nil {
+			return nil, nil, fmt.Errorf("stream %s: %w", b.Stream, err)
+		}
+		replicas = max(s.CachedInfo().Config.Replicas, 1)
+	}
+	leases, _, err := lease.Bucket(bctx, js, b.LeaseBucket+"_lease", b.LeaseTTL, lease.Replicas(replicas))
+	if err != nil {
+		return nil, nil, err
+	}
+	members, err := membersBucket(bctx, js, b.LeaseBucket+"_fleet", f.cfg.MemberTTL, replicas)
+	if err != nil {
 		return nil, nil, err
 	}
 	return leases, members, nil
@@ -385,8 +395,14 @@ func (f *Fleet) viewLocked(now time.Time) View {
 	v.Members[f.cfg.Instance] = len(f.runs)
 	for id, s := range f.registry {
 		v.Shops = append(v.Shops, id)
-		key := pipeline.LeaseKey(f.baseKeyConfig(s))
-		if h, ok := f.holders[key]; ok && now.Sub(h.Expires) < 2*time.Second {
+		kc := f.baseKeyConfig(s)
+		h, ok := f.holders[kc.GroupKey()]
+		if !ok {
+			// A group still under the key of an earlier version
+			// (Config.LegacyGroupKey) holds its lease there.
+			h, ok = f.holders[kc.LegacyGroupKey()]
+		}
+		if ok && now.Sub(h.Expires) < 2*time.Second {
 			v.Holder[id] = h.Instance
 			delete(f.freeAt, id)
 			if h.Instance != f.cfg.Instance {

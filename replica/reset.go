@@ -67,6 +67,14 @@ func Reset(ctx context.Context, nc *nats.Conn, bucket string, keys []string, opt
 			}
 		}
 	}
+	// The group's limits stay (below), under the key the group uses after
+	// the reset: the shop's (keys[0]), where an earlier version's are
+	// carried over.
+	if h.ckpt != nil && len(keys) > 1 {
+		if err := carryLimits(ctx, h.ckpt, keys[1:], keys[0]); err != nil {
+			return rep, err
+		}
+	}
 	for _, key := range keys {
 		if ok, err := purge(ctx, h.ckpt, key); err != nil {
 			return rep, fmt.Errorf("checkpoint %s: %w", key, err)
@@ -114,4 +122,27 @@ func (r *Replica) noteGroupWins(before state.Meta) {
 	r.log.Warn("a new state file continues from the group's checkpoint, not from WATCHER_START_FROM: "+
 		"to start the whole group over, stop every replica and run watcher reset",
 		"key", r.Key(), "watermark", m.Watermark.Format(time.RFC3339), "baseline_done", m.BaselineDone)
+}
+
+// carryLimits copies the group's limits (waits, sessions, budget) from the
+// first of from that has them to key, when key has none: a group that
+// leaves an earlier version's key keeps honouring the shop's quota.
+func carryLimits(ctx context.Context, kv jetstream.KeyValue, from []string, key string) error {
+	if found, err := hasKey(ctx, kv, key+".limits"); err != nil || found {
+		return err
+	}
+	for _, old := range from {
+		e, err := kv.Get(ctx, old+".limits")
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("limits %s.limits: %w", old, err)
+		}
+		if _, err := kv.Create(ctx, key+".limits", e.Value()); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("limits %s.limits: %w", key, err)
+		}
+		return nil
+	}
+	return nil
 }

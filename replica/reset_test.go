@@ -96,3 +96,42 @@ func TestResetStartsTheGroupOver(t *testing.T) {
 		t.Errorf("forced Reset: %v", err)
 	}
 }
+
+// TestResetCarriesTheLegacyLimits: a group leaving an earlier version's
+// key at a reset keeps the shop's limits (waits, sessions, budget): they
+// are copied to the key it uses next, and the group's own are never
+// overwritten.
+func TestResetCarriesTheLegacyLimits(t *testing.T) {
+	g := newGroup(t)
+	ctx := context.Background()
+	legacy := lease.Key("https://old.example", stream)
+	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	a.stop()
+	kv, err := g.js.KeyValue(ctx, g.bucket+"_checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, g.key+".limits"); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, legacy+".limits", []byte(`{"legacy":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replica.Reset(ctx, a.nc, g.bucket, []string{g.key, legacy}, replica.ResetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, g.key+".limits")
+	if err != nil || string(e.Value()) != `{"legacy":true}` {
+		t.Fatalf("the group's limits after the reset: %v, %v; want the legacy key's", e, err)
+	}
+	// A second reset does not overwrite what the group has now.
+	if _, err := kv.Put(ctx, g.key+".limits", []byte(`{"own":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replica.Reset(ctx, a.nc, g.bucket, []string{g.key, legacy}, replica.ResetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, g.key+".limits"); err != nil || string(e.Value()) != `{"own":true}` {
+		t.Errorf("the group's own limits were overwritten: %v, %v", e, err)
+	}
+}
