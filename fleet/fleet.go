@@ -128,7 +128,6 @@ type Fleet struct {
 // run is one shop's pipeline in this member.
 type run struct {
 	shop    shops.Shop
-	key     string // lease key
 	w       *pipeline.Watcher
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -500,7 +499,7 @@ func (f *Fleet) startLocked(ctx context.Context, s shops.Shop) {
 	// Stopped by stopLocked only: at the end of Run after the announcement
 	// is withdrawn (the others then take the shops at once).
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &run{shop: s, key: pipeline.LeaseKey(cfg), w: w, cancel: cancel, done: make(chan struct{}), started: time.Now()}
+	r := &run{shop: s, w: w, cancel: cancel, done: make(chan struct{}), started: time.Now()}
 	f.runs[s.ID] = r
 	f.m.starts.Inc()
 	f.wg.Go(func() {

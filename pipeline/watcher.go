@@ -226,10 +226,6 @@ func (w *Watcher) newReplica() *replica.Replica {
 	})
 }
 
-// LeaseKey is the key of the shop's lease (and of its checkpoint and
-// snapshot dump) in the hot standby's buckets.
-func LeaseKey(cfg *Config) string { return cfg.GroupKey() }
-
 // Ready says whether the pipeline does its job now, and why not (what
 // /readyz answers).
 func (w *Watcher) Ready() (bool, string) { return Ready(w.status()) }
