@@ -155,8 +155,10 @@ func TestFleetOnNATSCluster(t *testing.T) {
 	ms := []*member{w.startReplicated("m0", 3), w.startReplicated("m1", 3), w.startReplicated("m2", 3)}
 	waitStable(t, ms, n, 90*time.Second)
 	checkReplicas(t, w.js, 3)
+	quietAt := time.Now()
 	want := w.mutate(0)
 	w.waitEvents(want, 30*time.Second)
+	quiet := time.Since(quietAt)
 
 	leader, on := streamLeaderWithMember(t, w, ms)
 	before := holders(ms)
@@ -197,6 +199,6 @@ func TestFleetOnNATSCluster(t *testing.T) {
 	for _, m := range ms {
 		reconnects = append(reconnects, m.nc.Stats().Reconnects)
 	}
-	t.Logf("server %s (stream leader; members %v on it) shut down: every member on another server after %v (reconnects per member %v); the stream answers a consumer's creation after %v; the changes made meanwhile on the stream, exactly, after %v; fleet stable after %v; shops moved: %v",
-		leader, on, reconnected.Round(time.Millisecond), reconnects, answers.Round(time.Millisecond), published.Round(time.Millisecond), stableAt.Round(time.Millisecond), moved)
+	t.Logf("server %s (stream leader; members %v on it) shut down: every member on another server after %v (reconnects per member %v); the stream answers a consumer's creation after %v; the changes made meanwhile on the stream, exactly, after %v (with all servers up: %v); fleet stable after %v; shops moved: %v",
+		leader, on, reconnected.Round(time.Millisecond), reconnects, answers.Round(time.Millisecond), published.Round(time.Millisecond), quiet.Round(time.Millisecond), stableAt.Round(time.Millisecond), moved)
 }

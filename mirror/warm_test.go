@@ -127,8 +127,16 @@ func TestMeasureTakeoverRestore(t *testing.T) {
 	die(warm)
 	cold := newReplica(t, s, "cold")
 	tc := takeover(t, "cold file", cold, true, order1, wm)
-	t.Logf("takeover of a shop of %d orders, a dump and %d events since: cold state file (a fleet member) %v, warm standby %v",
-		orders, since, tc.Round(time.Millisecond), tw.Round(time.Millisecond))
+	dumps, err := cold.js.ObjectStore(ctx, "t_snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, err := dumps.List(ctx)
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("dumps %v, %v; want one", infos, err)
+	}
+	t.Logf("takeover of a shop of %d orders, a dump (%d KiB) and %d events since: cold state file (a fleet member) %v, warm standby %v",
+		orders, infos[0].Size>>10, since, tc.Round(time.Millisecond), tw.Round(time.Millisecond))
 }
 
 // standby is a warm mirror of one shop: its own state file and ordered
