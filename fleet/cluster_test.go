@@ -72,17 +72,18 @@ func holders(ms []*member) map[string]string {
 	return out
 }
 
-// streamLeaderWithMember moves the stream's leadership (a step-down at a
-// time) until it is on a server some member is connected to, and returns
-// that server's name and the members on it.
-func streamLeaderWithMember(t *testing.T, w *world, ms []*member) (string, []string) {
+// leaderWithMember moves the leadership of a stream (ORDERS, or a
+// bucket's: KV_orderwatch_lease), a step-down at a time, until it is on a
+// server some member is connected to, and returns that server's name and
+// the members on it.
+func leaderWithMember(t *testing.T, w *world, ms []*member, stream string) (string, []string) {
 	t.Helper()
 	var leader string
 	var on []string
-	testnats.WaitForEvery(t, "the stream's leader on a server a member is connected to", 60*time.Second, 500*time.Millisecond, func() bool {
+	testnats.WaitForEvery(t, stream+"'s leader on a server a member is connected to", 60*time.Second, 500*time.Millisecond, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		s, err := w.js.Stream(ctx, "ORDERS")
+		s, err := w.js.Stream(ctx, stream)
 		if err != nil || s.CachedInfo().Cluster == nil || s.CachedInfo().Cluster.Leader == "" {
 			return false
 		}
@@ -95,7 +96,7 @@ func streamLeaderWithMember(t *testing.T, w *world, ms []*member) (string, []str
 		if len(on) > 0 {
 			return true
 		}
-		_, _ = w.js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN.ORDERS", nil, 5*time.Second)
+		_, _ = w.js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil, 5*time.Second)
 		return false
 	})
 	return leader, on
@@ -140,15 +141,23 @@ func checkReplicas(t *testing.T, js jetstream.JetStream, want int) {
 
 // TestFleetOnNATSCluster: three members share six shops on a JetStream
 // cluster of three servers, the stream and the buckets at three replicas.
-// The server leading the stream, with a member connected to it, is shut
-// down while changes are made: the members on it reconnect to the
-// others, the stream elects another leader, leases keep or move, and the
-// stream holds exactly one event per change made (before, during and
-// after), no shop ever called by two members at once.
+// A server with a member connected to it is shut down while changes are
+// made: the one leading the stream, or the one leading the lease bucket.
+// The members on it reconnect to the others, the stream or the bucket
+// elects another leader, leases keep or move, and the stream holds
+// exactly one event per change made (before, during and after), no shop
+// ever called by two members at once.
 func TestFleetOnNATSCluster(t *testing.T) {
 	if os.Getenv("FLEET_CLUSTER") == "" {
-		t.Skip("FLEET_CLUSTER=1 runs it (a cluster of three servers and three members: about 30 s)")
+		t.Skip("FLEET_CLUSTER=1 runs it (a cluster of three servers and three members, twice: about 40 s)")
 	}
+	t.Run("stream leader", func(t *testing.T) { nodeDown(t, "ORDERS") })
+	t.Run("lease bucket leader", func(t *testing.T) { nodeDown(t, "KV_orderwatch_lease") })
+}
+
+// nodeDown is TestFleetOnNATSCluster with the server leading `stream`
+// shut down.
+func nodeDown(t *testing.T, stream string) {
 	const n = 6
 	w := newWorld(t, n)
 	c := w.onCluster()
@@ -160,7 +169,8 @@ func TestFleetOnNATSCluster(t *testing.T) {
 	w.waitEvents(want, 30*time.Second)
 	quiet := time.Since(quietAt)
 
-	leader, on := streamLeaderWithMember(t, w, ms)
+	leader, on := leaderWithMember(t, w, ms, stream)
+	meta := c.MetaLeader() == c.ServerNamed(leader)
 	before := holders(ms)
 	downAt := time.Now()
 	c.ServerNamed(leader).Shutdown()
@@ -199,6 +209,6 @@ func TestFleetOnNATSCluster(t *testing.T) {
 	for _, m := range ms {
 		reconnects = append(reconnects, m.nc.Stats().Reconnects)
 	}
-	t.Logf("server %s (stream leader; members %v on it) shut down: every member on another server after %v (reconnects per member %v); the stream answers a consumer's creation after %v; the changes made meanwhile on the stream, exactly, after %v (with all servers up: %v); fleet stable after %v; shops moved: %v",
-		leader, on, reconnected.Round(time.Millisecond), reconnects, answers.Round(time.Millisecond), published.Round(time.Millisecond), quiet.Round(time.Millisecond), stableAt.Round(time.Millisecond), moved)
+	t.Logf("server %s (leading %s; meta leader %v; members %v on it) shut down: every member on another server after %v (reconnects per member %v); the stream answers a consumer's creation after %v; the changes made meanwhile on the stream, exactly, after %v (with all servers up: %v); fleet stable after %v; shops moved: %v",
+		leader, stream, meta, on, reconnected.Round(time.Millisecond), reconnects, answers.Round(time.Millisecond), published.Round(time.Millisecond), quiet.Round(time.Millisecond), stableAt.Round(time.Millisecond), moved)
 }
