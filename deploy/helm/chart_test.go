@@ -1964,6 +1964,19 @@ func TestNotes(t *testing.T) {
 		{"two replicas, soft anti-affinity", "", []string{`replicaCount=2`, `standby.podAntiAffinity="soft"`}, []string{
 			"may share a node",
 		}, []string{"stays Pending"}},
+		{"fleet", "testdata/fleet-values.yaml", nil, []string{
+			"runs in fleet mode as StatefulSet orderwatch: 3 member(s),\norderwatch-0 to orderwatch-2",
+			"Secret orderwatch-shops (key shops.json",
+			"for\ntrying fleet mode out only",
+			"an emptyDir per pod",
+			"port-forward pod/orderwatch-0 9090:http",
+			"/shops/<shop>/readyz",
+			"grep '^orderwatch_fleet_'",
+			"helm test orderwatch -n orderwatch checks every member",
+		}, []string{"hot standby", "WARNING", "orderwatch_leader", "plenty"}},
+		{"fleet, existing shops Secret", "testdata/fleet-values.yaml", []string{`fleet.shops={"existingSecret":"my-shops","key":"shops.json","registry":[],"passwords":{}}`}, []string{
+			"Secret my-shops",
+		}, []string{"trying fleet mode out"}},
 		{"three replicas", "", []string{`replicaCount=3`, `standby.allowExtraStandbys=true`}, []string{
 			"3 pods, orderwatch-0 to orderwatch-2",
 			"2 hot standbys",
@@ -2016,19 +2029,7 @@ func TestHelmTestScript(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl to run the helm test script with")
 	}
-	out, err := runHelm(t, append(renderArgs(""), "--set", "replicaCount=2", "--show-only", "templates/tests/test-release.yaml")...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pod corev1.Pod
-	if err := decodeStrict(out, &pod); err != nil {
-		t.Fatal(err)
-	}
-	cmd := pod.Spec.Containers[0].Command
-	if len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
-		t.Fatalf("test pod command %q, want /bin/sh -c SCRIPT", cmd)
-	}
-	script := cmd[2]
+	script := testScript(t, "", "--set", "replicaCount=2")
 	for _, c := range []struct {
 		name  string
 		lease bool
@@ -2051,40 +2052,121 @@ func TestHelmTestScript(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var urls []string
 			for _, p := range c.pods {
-				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					switch r.URL.Path {
-					case "/readyz":
-						w.WriteHeader(p.code)
-						fmt.Fprintln(w, p.body)
-					case "/metrics":
-						if p.leader != "" {
-							fmt.Fprintf(w, "# TYPE orderwatch_leader gauge\norderwatch_leader %s\n", p.leader)
-						}
-						fmt.Fprintf(w, "orderwatch_nats_connected %s\norderwatch_state_writable 1\norderwatch_outbox_depth 0\n", p.nats)
-					default:
-						http.NotFound(w, r)
-					}
-				}))
-				if p.down {
-					srv.Close()
-				} else {
-					t.Cleanup(srv.Close)
+				var metrics string
+				if p.leader != "" {
+					metrics = fmt.Sprintf("# TYPE orderwatch_leader gauge\norderwatch_leader %s\n", p.leader)
 				}
-				urls = append(urls, strings.Replace(srv.URL, "127.0.0.1", "localhost", 1))
+				metrics += fmt.Sprintf("orderwatch_nats_connected %s\norderwatch_state_writable 1\norderwatch_outbox_depth 0\n", p.nats)
+				urls = append(urls, fakeWatcher(t, p.code, p.body, metrics, p.down))
 			}
-			cmd := exec.Command("sh", "-c", script)
-			cmd.Env = append(os.Environ(), "ORDERWATCH_URLS="+strings.Join(urls, " "), fmt.Sprintf("ORDERWATCH_LEASE=%v", c.lease),
-				"ORDERWATCH_LEASE_WAIT_SECONDS=0")
-			out, err := cmd.CombinedOutput()
-			t.Logf("%s", out)
-			if ok := err == nil; ok != c.ok {
-				t.Errorf("script passed = %v (%v), want %v:\n%s", ok, err, c.ok, out)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(string(out), w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
+			runTestScript(t, script, urls, []string{fmt.Sprintf("ORDERWATCH_LEASE=%v", c.lease), "ORDERWATCH_FLEET=false"}, c.ok, c.want)
+		})
+	}
+}
+
+// testScript renders the helm test pod with valuesFile ("" = the defaults)
+// and extra helm arguments, and returns its shell script.
+func testScript(t *testing.T, valuesFile string, args ...string) string {
+	t.Helper()
+	out, err := runHelm(t, append(append(renderArgs(valuesFile), args...), "--show-only", "templates/tests/test-release.yaml")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := decodeStrict(out, &pod); err != nil {
+		t.Fatal(err)
+	}
+	cmd := pod.Spec.Containers[0].Command
+	if len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
+		t.Fatalf("test pod command %q, want /bin/sh -c SCRIPT", cmd)
+	}
+	return cmd[2]
+}
+
+// fakeWatcher serves /readyz (code, body) and /metrics like a watcher pod
+// and returns its URL (down: a closed server, unreachable).
+func fakeWatcher(t *testing.T, code int, body, metrics string, down bool) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/readyz":
+			w.WriteHeader(code)
+			fmt.Fprintln(w, body)
+		case "/metrics":
+			fmt.Fprint(w, metrics)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	if down {
+		srv.Close()
+	} else {
+		t.Cleanup(srv.Close)
+	}
+	return strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+}
+
+// runTestScript runs the helm test script against urls with env and checks
+// its outcome and output.
+func runTestScript(t *testing.T, script string, urls, env []string, wantOK bool, want []string) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = append(append(os.Environ(), "ORDERWATCH_URLS="+strings.Join(urls, " "), "ORDERWATCH_LEASE_WAIT_SECONDS=0"), env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if ok := err == nil; ok != wantOK {
+		t.Errorf("script passed = %v (%v), want %v:\n%s", ok, err, wantOK, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestHelmTestScriptFleet runs the fleet mode's helm test script against
+// fake members: it passes when every member is ready, sees every member and
+// no free shop, and its shops report NATS and the state file fine; it fails
+// otherwise.
+func TestHelmTestScriptFleet(t *testing.T) {
+	needHelm(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl to run the helm test script with")
+	}
+	script := testScript(t, "testdata/fleet-values.yaml")
+	member := func(members, free int, shopMetrics string) string {
+		return fmt.Sprintf("# TYPE orderwatch_fleet_members gauge\norderwatch_fleet_members %d\n"+
+			"orderwatch_fleet_shops{state=\"active\"} 2\norderwatch_fleet_shops{state=\"free\"} %d\norderwatch_fleet_fair_share 2\n%s",
+			members, free, shopMetrics)
+	}
+	healthy := "orderwatch_nats_connected{shop=\"berlin\"} 1\norderwatch_state_writable{shop=\"berlin\"} 1\n"
+	const ready = "ok: 2 shops active here, 0 starting, fair share 2 of 4 shops over 2 members"
+	for _, c := range []struct {
+		name string
+		pods [][2]string // /readyz body ("" = 503 "below its share"), metrics
+		ok   bool
+		want []string
+	}{
+		{"two ready members", [][2]string{{ready, member(2, 0, healthy)}, {ready, member(2, 0, healthy)}}, true,
+			[]string{"is a ready member of the fleet", "ok: orderwatch_fleet_members 2", "helm test: OK"}},
+		{"a member without shops", [][2]string{{ready, member(2, 0, healthy)}, {ready, member(2, 0, "")}}, true, []string{"helm test: OK"}},
+		{"a member not ready", [][2]string{{ready, member(2, 0, healthy)}, {"", member(2, 1, "")}}, false,
+			[]string{"below its fair share", "/readyz answered 503", `want "orderwatch_fleet_shops{state="free"} 0"`}},
+		{"a member missing from the view", [][2]string{{ready, member(1, 0, healthy)}, {ready, member(2, 0, healthy)}}, false,
+			[]string{`want "orderwatch_fleet_members 2"`}},
+		{"a shop without NATS", [][2]string{{ready, member(2, 0, "orderwatch_nats_connected{shop=\"paris\"} 0\n")}, {ready, member(2, 0, healthy)}}, false,
+			[]string{`orderwatch_nats_connected{shop="paris"} 0`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var urls []string
+			for _, p := range c.pods {
+				code, body := http.StatusOK, p[0]
+				if body == "" {
+					code, body = http.StatusServiceUnavailable, "2 shops free and this member below its fair share (1 of 2): taking them"
 				}
+				urls = append(urls, fakeWatcher(t, code, body, p[1], false))
 			}
+			runTestScript(t, script, urls, []string{"ORDERWATCH_LEASE=false", "ORDERWATCH_FLEET=true"}, c.ok, c.want)
 		})
 	}
 }
@@ -2189,4 +2271,150 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("%q", *s)
+}
+
+// TestFleetValues: fleet mode's values (testdata/fleet-values.yaml plus one
+// change each): what the schema and orderwatch.validateFleet refuse, and
+// what the variants render.
+func TestFleetValues(t *testing.T) {
+	needHelm(t)
+	const fleetValues = "testdata/fleet-values.yaml"
+	render := func(t *testing.T, set ...string) (*manifests, error) {
+		t.Helper()
+		args := renderArgs(fleetValues)
+		for _, s := range set {
+			args = append(args, "--set-json", s)
+		}
+		out, err := runHelm(t, args...)
+		if err != nil {
+			return nil, err
+		}
+		return parseManifests(t, out), nil
+	}
+	entry := func(fields string) string {
+		return `fleet.shops.registry=[{"id":"a","url":"https://a.example","username":"u"` + fields + `}]`
+	}
+	for _, c := range []struct {
+		set  []string
+		want string // in the refusal
+	}{
+		{[]string{`fleet.shops.registry=[]`}, "fleet.shops.existingSecret"},                             // no shops at all
+		{[]string{`fleet.shops.existingSecret="shops"`}, "would be ignored"},                            // both
+		{[]string{entry(`,"password":"p"`)}, "password"},                                                // never the password itself
+		{[]string{entry(``)}, "passwordFile"},                                                           // no reference
+		{[]string{entry(`,"passwordFile":"/etc/orderwatch/shops/x","passwordEnv":"X"`)}, "passwordEnv"}, // both references
+		{[]string{entry(`,"passwordFile":"/etc/orderwatch/shops/nokey"`)}, "names no key"},              // a file the Secret lacks
+		{[]string{`fleet.shops.registry=[{"id":"a","url":"https://a.example","username":"u","passwordEnv":"A"},{"id":"a","url":"https://b.example","username":"u","passwordEnv":"B"}]`}, "used twice"},
+		{[]string{entry(`,"passwordEnv":"A","id":"a b"`)}, "/id"},                 // not a shop id
+		{[]string{entry(`,"passwordEnv":"A","callShare":2`)}, "callShare"},        // (0, 1]
+		{[]string{`stream.name=""`}, "JetStream"},                                 // the leases need it
+		{[]string{`standby.enabled=false`}, "the lease"},                          // the shops are shared out by leases
+		{[]string{`persistence.existingClaim="state"`}, "one volume for one pod"}, // one claim, several members
+		{[]string{`fleet.shops.passwords={"shops.json":"x"}`}, "the registry's"},  // would hide the registry
+		{[]string{`fleet.replicas=0`}, "/fleet/replicas"},
+		{[]string{`fleet.podAntiAffinity="maybe"`}, "/fleet/podAntiAffinity"},
+		{[]string{`fleet.stateSizeLimit="lots"`}, "/fleet/stateSizeLimit"},
+	} {
+		t.Run("refuses "+strings.Join(c.set, " "), func(t *testing.T) {
+			_, err := render(t, c.set...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("rendered or refused without %q: %v", c.want, err)
+			}
+		})
+	}
+
+	t.Run("existing shops Secret", func(t *testing.T) {
+		m, err := render(t, `fleet.shops={"existingSecret":"my-shops","key":"registry.json","registry":[],"passwords":{}}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts := m.statefulSets[release]
+		if _, ok := m.secrets[release+"-shops"]; ok {
+			t.Errorf("the chart renders a shops Secret although fleet.shops.existingSecret is set")
+		}
+		if v := volumesByName(sts.Spec.Template.Spec.Volumes)["shops"]; v.Secret == nil || v.Secret.SecretName != "my-shops" {
+			t.Errorf("volume shops %s, want the Secret my-shops", js(v))
+		}
+		if got := m.configMaps[release].Data["WATCHER_SHOPS_FILE"]; got != shopsDir+"/registry.json" {
+			t.Errorf("WATCHER_SHOPS_FILE %q, want %s/registry.json", got, shopsDir)
+		}
+	})
+	t.Run("no NATS secret: no chart Secret, no secret volume", func(t *testing.T) {
+		m, err := render(t, `nats.password=""`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.secrets[release]; ok {
+			t.Errorf("the chart renders its Secret %s with nothing to hold (fleet mode has no REST password)", release)
+		}
+		pod := m.statefulSets[release].Spec.Template.Spec
+		if _, ok := volumesByName(pod.Volumes)["secret"]; ok {
+			t.Errorf("volume secret mounted with nothing in it")
+		}
+		if _, ok := m.statefulSets[release].Spec.Template.Annotations["checksum/secret"]; ok {
+			t.Errorf("checksum/secret of a Secret the chart does not render")
+		}
+	})
+	t.Run("persistent state", func(t *testing.T) {
+		m, err := render(t, `fleet.persistentState=true`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts := m.statefulSets[release]
+		if len(sts.Spec.VolumeClaimTemplates) != 1 || sts.Spec.VolumeClaimTemplates[0].Name != "state" {
+			t.Errorf("claim templates %s, want one named state", js(sts.Spec.VolumeClaimTemplates))
+		}
+		if _, ok := volumesByName(sts.Spec.Template.Spec.Volumes)["state"]; ok {
+			t.Errorf("a pod volume state shadows the claim template")
+		}
+	})
+	t.Run("five members, hard anti-affinity", func(t *testing.T) {
+		m, err := render(t, `fleet.replicas=5`, `fleet.podAntiAffinity="hard"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts := m.statefulSets[release]
+		if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 5 {
+			t.Errorf("replicas %s, want 5", js(sts.Spec.Replicas))
+		}
+		aff := sts.Spec.Template.Spec.Affinity
+		if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			!selector(t, aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector).Matches(labels.Set(sts.Spec.Template.Labels)) {
+			t.Errorf("affinity %s, want a required anti-affinity of the members", js(aff))
+		}
+		if pdb := m.pdbs[release]; pdb == nil || pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) {
+			t.Errorf("PDB %s, want maxUnavailable 1 (one member drained at a time)", js(pdb))
+		}
+		var urls []string
+		for _, e := range m.pods[release+"-test"].Spec.Containers[0].Env {
+			if e.Name == "ORDERWATCH_URLS" {
+				urls = strings.Fields(e.Value)
+			}
+		}
+		if len(urls) != 5 {
+			t.Errorf("helm test: ORDERWATCH_URLS %q, want the 5 members", urls)
+		}
+		var expr string
+		for _, g := range m.prometheusRules[release].Spec.Groups {
+			for _, r := range g.Rules {
+				if r.Alert == "OrderwatchFleetMembersMissing" {
+					expr = r.Expr.String()
+				}
+			}
+		}
+		if !strings.HasSuffix(strings.TrimSpace(expr), "< 5") {
+			t.Errorf("OrderwatchFleetMembersMissing %q, want a comparison with the 5 members", expr)
+		}
+	})
+	t.Run("default anti-affinity: soft", func(t *testing.T) {
+		m, err := render(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		aff := m.statefulSets[release].Spec.Template.Spec.Affinity
+		if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 0 {
+			t.Errorf("affinity %s, want a preferred anti-affinity (members are interchangeable)", js(aff))
+		}
+	})
 }
