@@ -263,87 +263,61 @@ var cases = []chartCase{
 		retentionPolicy: appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"},
 		testImage:       "curlimages/curl:8.11.1",
 	},
-	{
+	fleetCase(chartCase{
 		// Fleet mode with the chart's own shops Secret (dev) and a NATS
 		// password: the chart's Secret holds that one only.
 		name:             "fleet",
 		values:           "testdata/fleet-values.yaml",
-		fullname:         "orderwatch",
-		image:            "ghcr.io/orderwatch/orderwatch:0.1.0",
-		serviceAccount:   "orderwatch",
-		httpPort:         9090,
-		grace:            30,
 		resources:        rr("50m", "64Mi", "256Mi"),
-		persistence:      false, // an emptyDir: a shop's state moves through NATS
 		chartSecret:      true,
 		secretName:       "orderwatch",
 		natsPasswordKey:  "nats-password",
-		pdb:              true,
-		fleet:            true,
-		replicas:         3,
-		shopsSecret:      "orderwatch-shops",
-		shopsKey:         "shops.json",
 		shopsChartSecret: true,
-		stateSizeLimit:   "4Gi",
 		configExact: map[string]string{
-			"WATCHER_SHOPS_FILE": shopsDir + "/shops.json",
-			"WATCHER_STATE_DIR":  fleetStateDir,
-			"WATCHER_STREAM":     "ORDERS",
-			"WATCHER_LEASE":      "true",
+			"WATCHER_STREAM": "ORDERS",
+			"WATCHER_LEASE":  "true",
 		},
-		// the single shop's settings are the registry's entries now
-		configAbsent:     []string{"WATCHER_PLENTY_URL", "WATCHER_PLENTY_USERNAME", "WATCHER_SHOP_ID", "WATCHER_STATE_PATH"},
+		configAbsent:     []string{"WATCHER_SHOP_ID"},
 		everyVariableSet: true, // with full: every variable is set by one of them
-		goMemLimit:       true,
-		retentionPolicy:  appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"},
-		testImage:        "curlimages/curl:8.11.1",
-		prometheusRule:   true,
-		runbookBase:      defaultRunbookBase,
-		outboxMax:        "100000",
-		networkPolicy:    true,
-		networkFrom:      defaultNetworkFrom,
-	},
-	{
+	}),
+	fleetCase(chartCase{
 		// The chart README's production example: the registry in a Secret
 		// of its own, NATS credentials in an existing Secret.
 		name:            "fleet-example",
 		values:          "orderwatch/examples/fleet-values.yaml",
-		fullname:        "orderwatch",
-		image:           "ghcr.io/orderwatch/orderwatch:0.1.0",
-		serviceAccount:  "orderwatch",
-		httpPort:        9090,
-		grace:           30,
 		resources:       rr("500m", "384Mi", "768Mi"),
-		persistence:     false,
 		secretName:      "orderwatch-nats",
 		natsPasswordKey: "nats-password",
 		serviceMonitor:  true,
-		pdb:             true,
-		fleet:           true,
-		replicas:        3,
-		shopsSecret:     "orderwatch-shops",
-		shopsKey:        "shops.json",
-		stateSizeLimit:  "4Gi",
 		configExact: map[string]string{
-			"WATCHER_SHOPS_FILE":      shopsDir + "/shops.json",
-			"WATCHER_STATE_DIR":       fleetStateDir,
 			"WATCHER_NATS_URL":        "nats://nats.nats.svc:4222",
 			"WATCHER_NATS_USER":       "orderwatch",
 			"WATCHER_STREAM_REPLICAS": "3",
 		},
-		configAbsent:    []string{"WATCHER_PLENTY_URL", "WATCHER_PLENTY_USERNAME", "WATCHER_STATE_PATH"},
-		goMemLimit:      true,
-		retentionPolicy: appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"},
-		testImage:       "curlimages/curl:8.11.1",
 		dashboards:      true,
 		dashboardLabels: map[string]string{"grafana_dashboard": "1"},
-		prometheusRule:  true,
-		runbookBase:     defaultRunbookBase,
 		ruleLabels:      map[string]string{},
-		outboxMax:       "100000",
-		networkPolicy:   true,
-		networkFrom:     defaultNetworkFrom,
-	},
+	}),
+}
+
+// fleetCase completes a fleet mode case with what every fleet rendering
+// here shares: the chart's default names, image, port and grace, 3 members
+// with an emptyDir state, the shops Secret orderwatch-shops mounted whole,
+// the registry and state directory variables (and not the single shop's),
+// a PDB, the default NetworkPolicy and the PrometheusRule.
+func fleetCase(c chartCase) chartCase {
+	c.fullname, c.image, c.serviceAccount, c.httpPort, c.grace = "orderwatch", "ghcr.io/orderwatch/orderwatch:0.1.0", "orderwatch", 9090, 30
+	c.fleet, c.replicas, c.shopsSecret, c.shopsKey, c.stateSizeLimit = true, 3, "orderwatch-shops", "shops.json", "4Gi"
+	c.persistence = false // an emptyDir: a shop's state moves through NATS
+	c.configExact["WATCHER_SHOPS_FILE"] = shopsDir + "/shops.json"
+	c.configExact["WATCHER_STATE_DIR"] = fleetStateDir
+	// the single shop's settings are the registry's entries now
+	c.configAbsent = append(c.configAbsent, "WATCHER_PLENTY_URL", "WATCHER_PLENTY_USERNAME", "WATCHER_STATE_PATH")
+	c.goMemLimit, c.pdb, c.networkPolicy, c.networkFrom = true, true, true, defaultNetworkFrom
+	c.retentionPolicy = appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"}
+	c.testImage = "curlimages/curl:8.11.1"
+	c.prometheusRule, c.runbookBase, c.outboxMax = true, defaultRunbookBase, "100000"
+	return c
 }
 
 // defaultNetworkFrom is networkPolicy.from of values.yaml: kube-prometheus-
