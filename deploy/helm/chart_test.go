@@ -2392,3 +2392,122 @@ func TestFleetValues(t *testing.T) {
 		}
 	})
 }
+
+// TestDashboardShopView: the dashboard's per-shop view. A variable shop
+// (multi, All = .*, which also matches series without the label: single-
+// shop mode) filters every query of a pipeline metric and keeps the label
+// in its aggregations; a Fleet row shows every orderwatch_fleet_* metric.
+func TestDashboardShopView(t *testing.T) {
+	b, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Title   string `json:"title"`
+		Type    string `json:"type"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	var dash struct {
+		Panels     []panel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Multi      bool   `json:"multi"`
+				IncludeAll bool   `json:"includeAll"`
+				AllValue   string `json:"allValue"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range dash.Templating.List {
+		if v.Name == "shop" {
+			found = true
+			if !v.Multi || !v.IncludeAll || v.AllValue != ".*" || !strings.Contains(v.Definition, ", shop)") {
+				t.Errorf("variable shop: multi %v, includeAll %v, allValue %q, %s; want multi, All = .* (matches an empty label), label_values(..., shop)",
+					v.Multi, v.IncludeAll, v.AllValue, v.Definition)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no dashboard variable shop")
+	}
+	metric := regexp.MustCompile(`\borderwatch_[a-z_]+`)
+	aggr := regexp.MustCompile(`\b(sum|max|min|avg|count)\s*(by\s*\(([^)]*)\))?\s*\(`)
+	fleetSeen := map[string]bool{}
+	n := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			names := metric.FindAllString(tg.Expr, -1)
+			if len(names) == 0 {
+				continue
+			}
+			if strings.HasPrefix(names[0], "orderwatch_fleet_") {
+				for _, m := range names {
+					fleetSeen[m] = true
+				}
+				if strings.Contains(tg.Expr, "$shop") {
+					t.Errorf("panel %q: %s: the fleet's metrics have no shop label", p.Title, tg.Expr)
+				}
+				continue
+			}
+			if names[0] == "orderwatch_build_info" {
+				continue
+			}
+			n++
+			if got, want := strings.Count(tg.Expr, `shop=~"$shop"`), strings.Count(tg.Expr, `instance=~"$instance"`); got != want || got == 0 {
+				t.Errorf("panel %q: %s\n  filters %d of %d selectors by shop=~\"$shop\"", p.Title, tg.Expr, got, want)
+			}
+			for _, m := range aggr.FindAllStringSubmatch(tg.Expr, -1) {
+				if !strings.Contains(m[3], "shop") {
+					t.Errorf("panel %q: %s\n  aggregates %q without the label shop (the shops selected would add up)", p.Title, tg.Expr, m[0])
+				}
+			}
+		}
+	}
+	if n < 30 {
+		t.Errorf("only %d queries of pipeline metrics found; has the dashboard changed shape?", n)
+	}
+	for _, m := range []string{"orderwatch_fleet_members", "orderwatch_fleet_shops", "orderwatch_fleet_fair_share",
+		"orderwatch_fleet_pipeline_starts_total", "orderwatch_fleet_pipeline_start_errors_total"} {
+		if !fleetSeen[m] {
+			t.Errorf("no panel shows %s (the Fleet row)", m)
+		}
+	}
+}
+
+// TestAlertsNameTheShop: in fleet mode every pipeline series carries the
+// label shop, so an alert of a pipeline metric must keep it (joins on it,
+// aggregations by it) and name it in its text when it is there.
+func TestAlertsNameTheShop(t *testing.T) {
+	grouping := regexp.MustCompile(`\b(on|by|ignoring|without)\s*\(([^)]*)\)`)
+	n := 0
+	for _, g := range loadAlertsFile(t).Groups {
+		for _, r := range g.Rules {
+			expr := r.Expr.String()
+			if strings.Contains(expr, "orderwatch_fleet_") {
+				continue // the fleet's own: per member, no shop label
+			}
+			n++
+			for _, m := range grouping.FindAllStringSubmatch(expr, -1) {
+				if (m[1] == "on" || m[1] == "by") && !strings.Contains(m[2], "shop") {
+					t.Errorf("%s: %q drops the label shop: in fleet mode the shops of one member would be joined or added up", r.Alert, m[0])
+				}
+			}
+			for _, k := range []string{"summary", "description"} {
+				if !strings.Contains(r.Annotations[k], "{{ with $labels.shop }}") {
+					t.Errorf("%s: the %s does not name the shop ({{ with $labels.shop }}...{{ end }}): %q", r.Alert, k, r.Annotations[k])
+				}
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("%d per-shop alerts, want the full set", n)
+	}
+}
