@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/orderwatch/orderwatch/fleet"
 	"github.com/orderwatch/orderwatch/internal/testnats"
 )
 
@@ -94,13 +96,25 @@ func TestPromQLMetricNames(t *testing.T) {
 func exportedMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recordingRegisterer{Registry: prometheus.NewRegistry()}
-	cfg := demoConfig("http://127.0.0.1:1", testnats.Start(t).ClientURL(), filepath.Join(t.TempDir(), "state.db"), time.Second)
+	ns := testnats.Start(t)
+	cfg := demoConfig("http://127.0.0.1:1", ns.ClientURL(), filepath.Join(t.TempDir(), "state.db"), time.Second)
 	cfg.HTTPAddr, cfg.Lease, cfg.LeaseBucket, cfg.LeaseTTL = "127.0.0.1:0", true, "orderwatch", 9*time.Second
 	w, err := wire(cfg, newLogger(io.Discard, "text", "error"), rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
+	// A fleet member's own metrics (orderwatch_fleet_*; its pipelines'
+	// are the ones above with a shop label): fleet.New registers them and
+	// needs no NATS round trip until it runs.
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := fleet.New(fleet.Config{NC: nc, Instance: "m0", StateDir: t.TempDir(), Base: *cfg, Registerer: rec, Gatherer: rec}); err != nil {
+		t.Fatal(err)
+	}
 	kinds := map[string]dto.MetricType{}
 	names := map[string]bool{}
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
@@ -141,7 +155,7 @@ func exportedMetricNames(t *testing.T) map[string]bool {
 			names[name+"_sum"], names[name+"_count"] = true, true
 		}
 	}
-	if !names["orderwatch_outbox_depth"] || !names["orderwatch_sweep_duration_seconds_bucket"] || !names["go_goroutines"] {
+	if !names["orderwatch_outbox_depth"] || !names["orderwatch_sweep_duration_seconds_bucket"] || !names["go_goroutines"] || !names["orderwatch_fleet_members"] {
 		t.Fatalf("the registry lacks metrics every build has: %v", names)
 	}
 	return names

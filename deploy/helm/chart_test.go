@@ -51,6 +51,10 @@ const (
 
 	stateDir  = "/var/lib/orderwatch"
 	statePath = stateDir + "/state.db"
+
+	// Fleet mode: the shops' state files and the mounted shops Secret.
+	fleetStateDir = stateDir + "/shops"
+	shopsDir      = "/etc/orderwatch/shops"
 )
 
 // requiredValues holds the values the schema requires (plenty.url,
@@ -110,7 +114,20 @@ type chartCase struct {
 	outboxMax       string
 	networkPolicy   bool                             // the NetworkPolicy is rendered
 	networkFrom     []networkingv1.NetworkPolicyPeer // networkPolicy.from: the peers besides the helm test pod
+
+	// Fleet mode (fleet.enabled): WATCHER_SHOPS_FILE from the Secret
+	// shopsSecret (rendered by the chart when shopsChartSecret), replicas
+	// members (0 = 1: single-shop mode's default).
+	fleet            bool
+	replicas         int32
+	shopsSecret      string
+	shopsKey         string
+	shopsChartSecret bool
+	stateSizeLimit   string // the emptyDir's sizeLimit ("" = no limit checked)
 }
+
+// wantReplicas is the StatefulSet's replicas the case must render.
+func (c chartCase) wantReplicas() int32 { return max(c.replicas, 1) }
 
 func ptr[T any](v T) *T { return &v }
 
@@ -157,10 +174,7 @@ var cases = []chartCase{
 		retentionPolicy: appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"},
 		testImage:       "curlimages/curl:8.11.1",
 		networkPolicy:   true,
-		networkFrom: []networkingv1.NetworkPolicyPeer{{ // kube-prometheus-stack's Prometheus in "monitoring"
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}},
-			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}},
-		}},
+		networkFrom:     defaultNetworkFrom, // kube-prometheus-stack's Prometheus in "monitoring"
 	},
 	{
 		name:            "full",
@@ -249,7 +263,69 @@ var cases = []chartCase{
 		retentionPolicy: appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"},
 		testImage:       "curlimages/curl:8.11.1",
 	},
+	fleetCase(chartCase{
+		// Fleet mode with the chart's own shops Secret (dev) and a NATS
+		// password: the chart's Secret holds that one only.
+		name:             "fleet",
+		values:           "testdata/fleet-values.yaml",
+		resources:        rr("50m", "64Mi", "256Mi"),
+		chartSecret:      true,
+		secretName:       "orderwatch",
+		natsPasswordKey:  "nats-password",
+		shopsChartSecret: true,
+		configExact: map[string]string{
+			"WATCHER_STREAM": "ORDERS",
+			"WATCHER_LEASE":  "true",
+		},
+		configAbsent:     []string{"WATCHER_SHOP_ID"},
+		everyVariableSet: true, // with full: every variable is set by one of them
+	}),
+	fleetCase(chartCase{
+		// The chart README's production example: the registry in a Secret
+		// of its own, NATS credentials in an existing Secret.
+		name:            "fleet-example",
+		values:          "orderwatch/examples/fleet-values.yaml",
+		resources:       rr("500m", "384Mi", "768Mi"),
+		secretName:      "orderwatch-nats",
+		natsPasswordKey: "nats-password",
+		serviceMonitor:  true,
+		configExact: map[string]string{
+			"WATCHER_NATS_URL":        "nats://nats.nats.svc:4222",
+			"WATCHER_NATS_USER":       "orderwatch",
+			"WATCHER_STREAM_REPLICAS": "3",
+		},
+		dashboards:      true,
+		dashboardLabels: map[string]string{"grafana_dashboard": "1"},
+		ruleLabels:      map[string]string{},
+	}),
 }
+
+// fleetCase completes a fleet mode case with what every fleet rendering
+// here shares: the chart's default names, image, port and grace, 3 members
+// with an emptyDir state, the shops Secret orderwatch-shops mounted whole,
+// the registry and state directory variables (and not the single shop's),
+// a PDB, the default NetworkPolicy and the PrometheusRule.
+func fleetCase(c chartCase) chartCase {
+	c.fullname, c.image, c.serviceAccount, c.httpPort, c.grace = "orderwatch", "ghcr.io/orderwatch/orderwatch:0.1.0", "orderwatch", 9090, 30
+	c.fleet, c.replicas, c.shopsSecret, c.shopsKey, c.stateSizeLimit = true, 3, "orderwatch-shops", "shops.json", "4Gi"
+	c.persistence = false // an emptyDir: a shop's state moves through NATS
+	c.configExact["WATCHER_SHOPS_FILE"] = shopsDir + "/shops.json"
+	c.configExact["WATCHER_STATE_DIR"] = fleetStateDir
+	// the single shop's settings are the registry's entries now
+	c.configAbsent = append(c.configAbsent, "WATCHER_PLENTY_URL", "WATCHER_PLENTY_USERNAME", "WATCHER_STATE_PATH")
+	c.goMemLimit, c.pdb, c.networkPolicy, c.networkFrom = true, true, true, defaultNetworkFrom
+	c.retentionPolicy = appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"}
+	c.testImage = "curlimages/curl:8.11.1"
+	c.prometheusRule, c.runbookBase, c.outboxMax = true, defaultRunbookBase, "100000"
+	return c
+}
+
+// defaultNetworkFrom is networkPolicy.from of values.yaml: kube-prometheus-
+// stack's Prometheus in "monitoring".
+var defaultNetworkFrom = []networkingv1.NetworkPolicyPeer{{
+	NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}},
+	PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}},
+}}
 
 // --- rendering and strict decoding ---------------------------------------
 
@@ -483,6 +559,8 @@ func render(t *testing.T, c chartCase) *manifests {
 
 func TestChart(t *testing.T) {
 	allowed := loadEnvVars(t)
+	everySet := map[string]bool{} // by the cases with everyVariableSet
+	var everyCases []string
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := render(t, c)
@@ -491,8 +569,15 @@ func TestChart(t *testing.T) {
 			cm := checkConfigMap(t, c, m, allowed)
 			watcher := sts.Spec.Template.Spec.Containers[0]
 			checkSecretFiles(t, c, m, "StatefulSet", &sts.Spec.Template.Spec, watcher)
+			checkShopsSecret(t, c, m, &sts.Spec.Template.Spec, watcher, cm)
 			checkTestPod(t, c, m, sts)
-			checkEnvNames(t, c, cm, allowed, sts.Spec.Template.Spec, m.pods[c.fullname+"-test"].Spec)
+			set := checkEnvNames(t, c, cm, allowed, sts.Spec.Template.Spec, m.pods[c.fullname+"-test"].Spec)
+			if c.everyVariableSet {
+				everyCases = append(everyCases, c.values)
+				for k := range set {
+					everySet[k] = true
+				}
+			}
 			checkServices(t, c, m, sts)
 			checkServiceMonitor(t, c, m)
 			checkPDB(t, c, m, sts)
@@ -500,6 +585,21 @@ func TestChart(t *testing.T) {
 			checkDashboard(t, c, m)
 			checkPrometheusRule(t, c, m)
 		})
+	}
+	// Single-shop and fleet mode set different variables (WATCHER_PLENTY_URL
+	// or WATCHER_SHOPS_FILE): every variable must be set by one of the
+	// cases that turn every option on.
+	if len(everyCases) > 0 {
+		var missing []string
+		for k := range allowed {
+			if !everySet[k] && !slices.Contains(plainSecrets, k) {
+				missing = append(missing, k)
+			}
+		}
+		sort.Strings(missing)
+		if len(missing) > 0 {
+			t.Errorf("%v turn every option on, yet these variables are never set: %v (a chart value is missing)", everyCases, missing)
+		}
 	}
 }
 
@@ -547,6 +647,9 @@ func checkObjects(t *testing.T, c chartCase, m *manifests) {
 	}
 	if c.chartSecret {
 		want["Secret"] = []string{c.fullname}
+	}
+	if c.shopsChartSecret {
+		want["Secret"] = append(want["Secret"], c.shopsSecret)
 	}
 	want["ServiceAccount"] = []string{c.serviceAccount}
 	if c.pdb {
@@ -616,10 +719,16 @@ func checkStatefulSet(t *testing.T, c chartCase, m *manifests) *appsv1.StatefulS
 		t.Fatalf("no StatefulSet %s", c.fullname)
 	}
 	s := sts.Spec
-	if s.Replicas == nil || *s.Replicas != 1 {
-		t.Errorf("replicas = %s, want 1 by default (replicaCount: 2 adds a hot standby, see TestValueVariants)", js(s.Replicas))
+	if s.Replicas == nil || *s.Replicas != c.wantReplicas() {
+		t.Errorf("replicas = %s, want %d (single-shop: 1 by default, replicaCount: 2 adds a hot standby, see TestValueVariants; fleet: fleet.replicas)", js(s.Replicas), c.wantReplicas())
 	}
-	if s.PodManagementPolicy != "" && s.PodManagementPolicy != appsv1.OrderedReadyPodManagement {
+	if c.fleet {
+		// The members start together; OrderedReady would start one that
+		// takes every shop and then hands most of them over.
+		if s.PodManagementPolicy != appsv1.ParallelPodManagement {
+			t.Errorf("fleet: podManagementPolicy %q, want Parallel", s.PodManagementPolicy)
+		}
+	} else if s.PodManagementPolicy != "" && s.PodManagementPolicy != appsv1.OrderedReadyPodManagement {
 		t.Errorf("podManagementPolicy %q: want OrderedReady (the old pod is gone before the new one starts)", s.PodManagementPolicy)
 	}
 	if s.ServiceName != c.fullname+"-headless" {
@@ -666,6 +775,8 @@ func checkStatefulSet(t *testing.T, c chartCase, m *manifests) *appsv1.StatefulS
 		}
 		if v, ok := vols["state"]; !ok || v.EmptyDir == nil {
 			t.Errorf("persistence disabled: want an emptyDir volume state, got %+v", v)
+		} else if c.stateSizeLimit != "" && (v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Cmp(resource.MustParse(c.stateSizeLimit)) != 0) {
+			t.Errorf("state emptyDir sizeLimit %v, want %s", v.EmptyDir.SizeLimit, c.stateSizeLimit)
 		}
 	}
 
@@ -837,8 +948,12 @@ func checkConfigMap(t *testing.T, c chartCase, m *manifests, allowed map[string]
 			t.Errorf("ConfigMap %s = %q: a number rendered as float", k, v)
 		}
 	}
-	if !strings.HasPrefix(cm.Data["WATCHER_STATE_PATH"], stateDir+"/") {
-		t.Errorf("WATCHER_STATE_PATH %q is not on the state volume %s", cm.Data["WATCHER_STATE_PATH"], stateDir)
+	stateVar := "WATCHER_STATE_PATH"
+	if c.fleet {
+		stateVar = "WATCHER_STATE_DIR"
+	}
+	if !strings.HasPrefix(cm.Data[stateVar], stateDir+"/") {
+		t.Errorf("%s %q is not on the state volume %s", stateVar, cm.Data[stateVar], stateDir)
 	}
 	if want := fmt.Sprintf(":%d", c.httpPort); cm.Data["WATCHER_HTTP_ADDR"] != want {
 		t.Errorf("WATCHER_HTTP_ADDR %q, want %q (the container port http)", cm.Data["WATCHER_HTTP_ADDR"], want)
@@ -874,7 +989,10 @@ func checkSecretFiles(t *testing.T, c chartCase, m *manifests, what string, pod 
 		env[e.Name] = e.Value
 	}
 	type ref struct{ secret, key string }
-	want := map[string]ref{"WATCHER_PLENTY_PASSWORD_FILE": {c.secretName, c.plentyKey}}
+	want := map[string]ref{}
+	if !c.fleet { // fleet mode: the shops' passwords are files of the shops Secret
+		want["WATCHER_PLENTY_PASSWORD_FILE"] = ref{c.secretName, c.plentyKey}
+	}
 	if c.natsPasswordKey != "" {
 		want["WATCHER_NATS_PASSWORD_FILE"] = ref{c.secretName, c.natsPasswordKey}
 	}
@@ -938,6 +1056,71 @@ func checkSecretFiles(t *testing.T, c chartCase, m *manifests, what string, pod 
 	}
 }
 
+// checkShopsSecret: in fleet mode the registry reaches the members as the
+// whole shops Secret mounted read-only at shopsDir (no items, no subPath:
+// the kubelet then updates the files when the Secret changes, and every
+// key is a password file an entry can name); the chart's own Secret (dev)
+// holds a registry the binary accepts, with a key for every passwordFile.
+// Single-shop mode mounts no such Secret.
+func checkShopsSecret(t *testing.T, c chartCase, m *manifests, pod *corev1.PodSpec, ctr corev1.Container, cm *corev1.ConfigMap) {
+	t.Helper()
+	vol, hasVol := volumesByName(pod.Volumes)["shops"]
+	if !c.fleet {
+		if hasVol || cm.Data["WATCHER_SHOPS_FILE"] != "" || cm.Data["WATCHER_STATE_DIR"] != "" {
+			t.Errorf("single-shop mode: shops volume %v, WATCHER_SHOPS_FILE %q, WATCHER_STATE_DIR %q, want none", hasVol,
+				cm.Data["WATCHER_SHOPS_FILE"], cm.Data["WATCHER_STATE_DIR"])
+		}
+		return
+	}
+	if want := shopsDir + "/" + c.shopsKey; cm.Data["WATCHER_SHOPS_FILE"] != want {
+		t.Errorf("WATCHER_SHOPS_FILE %q, want %q", cm.Data["WATCHER_SHOPS_FILE"], want)
+	}
+	if cm.Data["WATCHER_STATE_DIR"] != fleetStateDir {
+		t.Errorf("WATCHER_STATE_DIR %q, want %q (on the state volume)", cm.Data["WATCHER_STATE_DIR"], fleetStateDir)
+	}
+	if !hasVol || vol.Secret == nil || vol.Secret.SecretName != c.shopsSecret || len(vol.Secret.Items) != 0 {
+		t.Errorf("volume shops %s, want the whole Secret %s (no items)", js(vol), c.shopsSecret)
+	}
+	mt, ok := mountsByPath(ctr.VolumeMounts)[shopsDir]
+	if !ok || mt.Name != "shops" || !mt.ReadOnly || mt.SubPath != "" {
+		t.Errorf("mount at %s %s, want the volume shops, read-only, without subPath (a subPath is never updated)", shopsDir, js(mt))
+	}
+	sec := m.secrets[c.shopsSecret]
+	if !c.shopsChartSecret {
+		if sec != nil {
+			t.Errorf("the chart renders the shops Secret %s, want it to use the existing one", c.shopsSecret)
+		}
+		return
+	}
+	if sec == nil {
+		t.Fatalf("no shops Secret %s", c.shopsSecret)
+	}
+	var reg struct {
+		Shops []map[string]any `json:"shops"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(sec.Data[c.shopsKey]))
+	if err := dec.Decode(&reg); err != nil || len(reg.Shops) == 0 {
+		t.Fatalf("shops Secret: %s is not a registry {\"shops\": [...]}: %v\n%s", c.shopsKey, err, sec.Data[c.shopsKey])
+	}
+	for i, e := range reg.Shops {
+		if _, ok := e["password"]; ok {
+			t.Errorf("registry entry %d holds a password (the binary refuses it)", i)
+		}
+		pf, _ := e["passwordFile"].(string)
+		pe, _ := e["passwordEnv"].(string)
+		if (pf == "") == (pe == "") {
+			t.Errorf("registry entry %d: want exactly one of passwordFile, passwordEnv: %v", i, e)
+		}
+		if pf != "" {
+			if path.Dir(pf) != shopsDir {
+				t.Errorf("registry entry %d: passwordFile %s is not in the mounted Secret %s", i, pf, shopsDir)
+			} else if _, ok := sec.Data[path.Base(pf)]; !ok {
+				t.Errorf("registry entry %d: passwordFile %s: the shops Secret has no key %s", i, pf, path.Base(pf))
+			}
+		}
+	}
+}
+
 func checkTestPod(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulSet) {
 	t.Helper()
 	p := m.pods[c.fullname+"-test"]
@@ -996,9 +1179,12 @@ func checkTestPod(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulS
 		t.Errorf("test pod: the headless Service %s must publish the DNS names of unready pods (the test reports why they are not ready)", sts.Spec.ServiceName)
 	}
 	cm := m.configMaps[c.fullname]
-	lease := cm != nil && cm.Data["WATCHER_LEASE"] == "true" && cm.Data["WATCHER_STREAM"] != ""
+	lease := cm != nil && cm.Data["WATCHER_LEASE"] == "true" && cm.Data["WATCHER_STREAM"] != "" && !c.fleet
 	if env["ORDERWATCH_LEASE"] != fmt.Sprint(lease) {
-		t.Errorf("test pod: ORDERWATCH_LEASE %q, want %v (the lease is on: WATCHER_LEASE and a stream)", env["ORDERWATCH_LEASE"], lease)
+		t.Errorf("test pod: ORDERWATCH_LEASE %q, want %v (one pod holds the lease: WATCHER_LEASE and a stream, not fleet mode)", env["ORDERWATCH_LEASE"], lease)
+	}
+	if env["ORDERWATCH_FLEET"] != fmt.Sprint(c.fleet) {
+		t.Errorf("test pod: ORDERWATCH_FLEET %q, want %v", env["ORDERWATCH_FLEET"], c.fleet)
 	}
 	for _, want := range []string{`"$base/readyz"`, `"$base/metrics"`, "orderwatch_leader", "standby: caught up", "orderwatch_nats_connected 1", "orderwatch_state_writable 1", `exit "$fail"`} {
 		if !strings.Contains(script, want) {
@@ -1012,13 +1198,9 @@ func checkTestPod(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulS
 }
 
 // checkEnvNames: every WATCHER_* name the chart sets is one `watcher help`
-// lists; no name is set twice; with every option on, every variable is set.
-// notInChart are the variables of `watcher help` the chart does not set
-// yet: fleet mode (WATCHER_SHOPS_FILE, one process for many shops) has no
-// chart mode so far; the chart runs one shop per release.
-var notInChart = []string{"WATCHER_SHOPS_FILE", "WATCHER_STATE_DIR"}
-
-func checkEnvNames(t *testing.T, c chartCase, cm *corev1.ConfigMap, allowed map[string]bool, pods ...corev1.PodSpec) {
+// lists; no name is set twice. It returns the names set (TestChart checks
+// that the cases with every option on set every variable between them).
+func checkEnvNames(t *testing.T, c chartCase, cm *corev1.ConfigMap, allowed map[string]bool, pods ...corev1.PodSpec) map[string]string {
 	t.Helper()
 	set := map[string]string{}
 	for k := range cm.Data {
@@ -1055,18 +1237,7 @@ func checkEnvNames(t *testing.T, c chartCase, cm *corev1.ConfigMap, allowed map[
 			t.Errorf("plain secret variable %s is set; use the _FILE variant", k)
 		}
 	}
-	if c.everyVariableSet {
-		var missing []string
-		for k := range allowed {
-			if _, ok := set[k]; !ok && !slices.Contains(plainSecrets, k) && !slices.Contains(notInChart, k) {
-				missing = append(missing, k)
-			}
-		}
-		sort.Strings(missing)
-		if len(missing) > 0 {
-			t.Errorf("%s turns every option on, yet these variables are never set: %v (a chart value is missing)", c.values, missing)
-		}
-	}
+	return set
 }
 
 func checkServices(t *testing.T, c chartCase, m *manifests, sts *appsv1.StatefulSet) {
@@ -1297,6 +1468,9 @@ func checkPrometheusRule(t *testing.T, c chartCase, m *manifests) {
 			r.Labels = labels
 			if r.Alert == "OrderwatchOutboxFull" {
 				r.Expr = intstr.FromString(strings.Replace(r.Expr.String(), ">= 100000", ">= "+c.outboxMax, 1))
+			}
+			if r.Alert == "OrderwatchFleetMembersMissing" {
+				r.Expr = intstr.FromString(strings.Replace(r.Expr.String(), "< 3", fmt.Sprintf("< %d", c.wantReplicas()), 1))
 			}
 			rules = append(rules, r)
 		}
@@ -1764,6 +1938,19 @@ func TestNotes(t *testing.T) {
 		{"two replicas, soft anti-affinity", "", []string{`replicaCount=2`, `standby.podAntiAffinity="soft"`}, []string{
 			"may share a node",
 		}, []string{"stays Pending"}},
+		{"fleet", "testdata/fleet-values.yaml", nil, []string{
+			"runs in fleet mode as StatefulSet orderwatch: 3 member(s),\norderwatch-0 to orderwatch-2",
+			"Secret orderwatch-shops (key shops.json",
+			"for\ntrying fleet mode out only",
+			"an emptyDir per pod",
+			"port-forward pod/orderwatch-0 9090:http",
+			"/shops/<shop>/readyz",
+			"grep '^orderwatch_fleet_'",
+			"helm test orderwatch -n orderwatch checks every member",
+		}, []string{"hot standby", "WARNING", "orderwatch_leader", "plenty"}},
+		{"fleet, existing shops Secret", "testdata/fleet-values.yaml", []string{`fleet.shops={"existingSecret":"my-shops","key":"shops.json","registry":[],"passwords":{}}`}, []string{
+			"Secret my-shops",
+		}, []string{"trying fleet mode out"}},
 		{"three replicas", "", []string{`replicaCount=3`, `standby.allowExtraStandbys=true`}, []string{
 			"3 pods, orderwatch-0 to orderwatch-2",
 			"2 hot standbys",
@@ -1816,19 +2003,7 @@ func TestHelmTestScript(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl to run the helm test script with")
 	}
-	out, err := runHelm(t, append(renderArgs(""), "--set", "replicaCount=2", "--show-only", "templates/tests/test-release.yaml")...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pod corev1.Pod
-	if err := decodeStrict(out, &pod); err != nil {
-		t.Fatal(err)
-	}
-	cmd := pod.Spec.Containers[0].Command
-	if len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
-		t.Fatalf("test pod command %q, want /bin/sh -c SCRIPT", cmd)
-	}
-	script := cmd[2]
+	script := testScript(t, "", "--set", "replicaCount=2")
 	for _, c := range []struct {
 		name  string
 		lease bool
@@ -1851,40 +2026,121 @@ func TestHelmTestScript(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var urls []string
 			for _, p := range c.pods {
-				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					switch r.URL.Path {
-					case "/readyz":
-						w.WriteHeader(p.code)
-						fmt.Fprintln(w, p.body)
-					case "/metrics":
-						if p.leader != "" {
-							fmt.Fprintf(w, "# TYPE orderwatch_leader gauge\norderwatch_leader %s\n", p.leader)
-						}
-						fmt.Fprintf(w, "orderwatch_nats_connected %s\norderwatch_state_writable 1\norderwatch_outbox_depth 0\n", p.nats)
-					default:
-						http.NotFound(w, r)
-					}
-				}))
-				if p.down {
-					srv.Close()
-				} else {
-					t.Cleanup(srv.Close)
+				var metrics string
+				if p.leader != "" {
+					metrics = fmt.Sprintf("# TYPE orderwatch_leader gauge\norderwatch_leader %s\n", p.leader)
 				}
-				urls = append(urls, strings.Replace(srv.URL, "127.0.0.1", "localhost", 1))
+				metrics += fmt.Sprintf("orderwatch_nats_connected %s\norderwatch_state_writable 1\norderwatch_outbox_depth 0\n", p.nats)
+				urls = append(urls, fakeWatcher(t, p.code, p.body, metrics, p.down))
 			}
-			cmd := exec.Command("sh", "-c", script)
-			cmd.Env = append(os.Environ(), "ORDERWATCH_URLS="+strings.Join(urls, " "), fmt.Sprintf("ORDERWATCH_LEASE=%v", c.lease),
-				"ORDERWATCH_LEASE_WAIT_SECONDS=0")
-			out, err := cmd.CombinedOutput()
-			t.Logf("%s", out)
-			if ok := err == nil; ok != c.ok {
-				t.Errorf("script passed = %v (%v), want %v:\n%s", ok, err, c.ok, out)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(string(out), w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
+			runTestScript(t, script, urls, []string{fmt.Sprintf("ORDERWATCH_LEASE=%v", c.lease), "ORDERWATCH_FLEET=false"}, c.ok, c.want)
+		})
+	}
+}
+
+// testScript renders the helm test pod with valuesFile ("" = the defaults)
+// and extra helm arguments, and returns its shell script.
+func testScript(t *testing.T, valuesFile string, args ...string) string {
+	t.Helper()
+	out, err := runHelm(t, append(append(renderArgs(valuesFile), args...), "--show-only", "templates/tests/test-release.yaml")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := decodeStrict(out, &pod); err != nil {
+		t.Fatal(err)
+	}
+	cmd := pod.Spec.Containers[0].Command
+	if len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
+		t.Fatalf("test pod command %q, want /bin/sh -c SCRIPT", cmd)
+	}
+	return cmd[2]
+}
+
+// fakeWatcher serves /readyz (code, body) and /metrics like a watcher pod
+// and returns its URL (down: a closed server, unreachable).
+func fakeWatcher(t *testing.T, code int, body, metrics string, down bool) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/readyz":
+			w.WriteHeader(code)
+			fmt.Fprintln(w, body)
+		case "/metrics":
+			fmt.Fprint(w, metrics)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	if down {
+		srv.Close()
+	} else {
+		t.Cleanup(srv.Close)
+	}
+	return strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+}
+
+// runTestScript runs the helm test script against urls with env and checks
+// its outcome and output.
+func runTestScript(t *testing.T, script string, urls, env []string, wantOK bool, want []string) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = append(append(os.Environ(), "ORDERWATCH_URLS="+strings.Join(urls, " "), "ORDERWATCH_LEASE_WAIT_SECONDS=0"), env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if ok := err == nil; ok != wantOK {
+		t.Errorf("script passed = %v (%v), want %v:\n%s", ok, err, wantOK, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestHelmTestScriptFleet runs the fleet mode's helm test script against
+// fake members: it passes when every member is ready, sees every member and
+// no free shop, and its shops report NATS and the state file fine; it fails
+// otherwise.
+func TestHelmTestScriptFleet(t *testing.T) {
+	needHelm(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl to run the helm test script with")
+	}
+	script := testScript(t, "testdata/fleet-values.yaml")
+	member := func(members, free int, shopMetrics string) string {
+		return fmt.Sprintf("# TYPE orderwatch_fleet_members gauge\norderwatch_fleet_members %d\n"+
+			"orderwatch_fleet_shops{state=\"active\"} 2\norderwatch_fleet_shops{state=\"free\"} %d\norderwatch_fleet_fair_share 2\n%s",
+			members, free, shopMetrics)
+	}
+	healthy := "orderwatch_nats_connected{shop=\"berlin\"} 1\norderwatch_state_writable{shop=\"berlin\"} 1\n"
+	const ready = "ok: 2 shops active here, 0 starting, fair share 2 of 4 shops over 2 members"
+	for _, c := range []struct {
+		name string
+		pods [][2]string // /readyz body ("" = 503 "below its share"), metrics
+		ok   bool
+		want []string
+	}{
+		{"two ready members", [][2]string{{ready, member(2, 0, healthy)}, {ready, member(2, 0, healthy)}}, true,
+			[]string{"is a ready member of the fleet", "ok: orderwatch_fleet_members 2", "helm test: OK"}},
+		{"a member without shops", [][2]string{{ready, member(2, 0, healthy)}, {ready, member(2, 0, "")}}, true, []string{"helm test: OK"}},
+		{"a member not ready", [][2]string{{ready, member(2, 0, healthy)}, {"", member(2, 1, "")}}, false,
+			[]string{"below its fair share", "/readyz answered 503", `want "orderwatch_fleet_shops{state="free"} 0"`}},
+		{"a member missing from the view", [][2]string{{ready, member(1, 0, healthy)}, {ready, member(2, 0, healthy)}}, false,
+			[]string{`want "orderwatch_fleet_members 2"`}},
+		{"a shop without NATS", [][2]string{{ready, member(2, 0, "orderwatch_nats_connected{shop=\"paris\"} 0\n")}, {ready, member(2, 0, healthy)}}, false,
+			[]string{`orderwatch_nats_connected{shop="paris"} 0`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var urls []string
+			for _, p := range c.pods {
+				code, body := http.StatusOK, p[0]
+				if body == "" {
+					code, body = http.StatusServiceUnavailable, "2 shops free and this member below its fair share (1 of 2): taking them"
 				}
+				urls = append(urls, fakeWatcher(t, code, body, p[1], false))
 			}
+			runTestScript(t, script, urls, []string{"ORDERWATCH_LEASE=false", "ORDERWATCH_FLEET=true"}, c.ok, c.want)
 		})
 	}
 }
@@ -1989,4 +2245,269 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("%q", *s)
+}
+
+// TestFleetValues: fleet mode's values (testdata/fleet-values.yaml plus one
+// change each): what the schema and orderwatch.validateFleet refuse, and
+// what the variants render.
+func TestFleetValues(t *testing.T) {
+	needHelm(t)
+	const fleetValues = "testdata/fleet-values.yaml"
+	render := func(t *testing.T, set ...string) (*manifests, error) {
+		t.Helper()
+		args := renderArgs(fleetValues)
+		for _, s := range set {
+			args = append(args, "--set-json", s)
+		}
+		out, err := runHelm(t, args...)
+		if err != nil {
+			return nil, err
+		}
+		return parseManifests(t, out), nil
+	}
+	entry := func(fields string) string {
+		return `fleet.shops.registry=[{"id":"a","url":"https://a.example","username":"u"` + fields + `}]`
+	}
+	for _, c := range []struct {
+		set  []string
+		want string // in the refusal
+	}{
+		{[]string{`fleet.shops.registry=[]`}, "fleet.shops.existingSecret"},                             // no shops at all
+		{[]string{`fleet.shops.existingSecret="shops"`}, "would be ignored"},                            // both
+		{[]string{entry(`,"password":"p"`)}, "password"},                                                // never the password itself
+		{[]string{entry(``)}, "passwordFile"},                                                           // no reference
+		{[]string{entry(`,"passwordFile":"/etc/orderwatch/shops/x","passwordEnv":"X"`)}, "passwordEnv"}, // both references
+		{[]string{entry(`,"passwordFile":"/etc/orderwatch/shops/nokey"`)}, "names no key"},              // a file the Secret lacks
+		{[]string{`fleet.shops.registry=[{"id":"a","url":"https://a.example","username":"u","passwordEnv":"A"},{"id":"a","url":"https://b.example","username":"u","passwordEnv":"B"}]`}, "used twice"},
+		{[]string{entry(`,"passwordEnv":"A","id":"a b"`)}, "/id"},                 // not a shop id
+		{[]string{entry(`,"passwordEnv":"A","callShare":2`)}, "callShare"},        // (0, 1]
+		{[]string{`stream.name=""`}, "JetStream"},                                 // the leases need it
+		{[]string{`standby.enabled=false`}, "the lease"},                          // the shops are shared out by leases
+		{[]string{`persistence.existingClaim="state"`}, "one volume for one pod"}, // one claim, several members
+		{[]string{`fleet.shops.passwords={"shops.json":"x"}`}, "the registry's"},  // would hide the registry
+		{[]string{`fleet.replicas=0`}, "/fleet/replicas"},
+		{[]string{`fleet.podAntiAffinity="maybe"`}, "/fleet/podAntiAffinity"},
+		{[]string{`fleet.stateSizeLimit="lots"`}, "/fleet/stateSizeLimit"},
+	} {
+		t.Run("refuses "+strings.Join(c.set, " "), func(t *testing.T) {
+			_, err := render(t, c.set...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("rendered or refused without %q: %v", c.want, err)
+			}
+		})
+	}
+
+	t.Run("existing shops Secret", func(t *testing.T) {
+		m, err := render(t, `fleet.shops={"existingSecret":"my-shops","key":"registry.json","registry":[],"passwords":{}}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts := m.statefulSets[release]
+		if _, ok := m.secrets[release+"-shops"]; ok {
+			t.Errorf("the chart renders a shops Secret although fleet.shops.existingSecret is set")
+		}
+		if v := volumesByName(sts.Spec.Template.Spec.Volumes)["shops"]; v.Secret == nil || v.Secret.SecretName != "my-shops" {
+			t.Errorf("volume shops %s, want the Secret my-shops", js(v))
+		}
+		if got := m.configMaps[release].Data["WATCHER_SHOPS_FILE"]; got != shopsDir+"/registry.json" {
+			t.Errorf("WATCHER_SHOPS_FILE %q, want %s/registry.json", got, shopsDir)
+		}
+	})
+	t.Run("no NATS secret: no chart Secret, no secret volume", func(t *testing.T) {
+		m, err := render(t, `nats.password=""`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.secrets[release]; ok {
+			t.Errorf("the chart renders its Secret %s with nothing to hold (fleet mode has no REST password)", release)
+		}
+		pod := m.statefulSets[release].Spec.Template.Spec
+		if _, ok := volumesByName(pod.Volumes)["secret"]; ok {
+			t.Errorf("volume secret mounted with nothing in it")
+		}
+		if _, ok := m.statefulSets[release].Spec.Template.Annotations["checksum/secret"]; ok {
+			t.Errorf("checksum/secret of a Secret the chart does not render")
+		}
+	})
+	t.Run("persistent state", func(t *testing.T) {
+		m, err := render(t, `fleet.persistentState=true`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts := m.statefulSets[release]
+		if len(sts.Spec.VolumeClaimTemplates) != 1 || sts.Spec.VolumeClaimTemplates[0].Name != "state" {
+			t.Errorf("claim templates %s, want one named state", js(sts.Spec.VolumeClaimTemplates))
+		}
+		if _, ok := volumesByName(sts.Spec.Template.Spec.Volumes)["state"]; ok {
+			t.Errorf("a pod volume state shadows the claim template")
+		}
+	})
+	t.Run("five members, hard anti-affinity", func(t *testing.T) {
+		m, err := render(t, `fleet.replicas=5`, `fleet.podAntiAffinity="hard"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts := m.statefulSets[release]
+		if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 5 {
+			t.Errorf("replicas %s, want 5", js(sts.Spec.Replicas))
+		}
+		aff := sts.Spec.Template.Spec.Affinity
+		if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			!selector(t, aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector).Matches(labels.Set(sts.Spec.Template.Labels)) {
+			t.Errorf("affinity %s, want a required anti-affinity of the members", js(aff))
+		}
+		if pdb := m.pdbs[release]; pdb == nil || pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) {
+			t.Errorf("PDB %s, want maxUnavailable 1 (one member drained at a time)", js(pdb))
+		}
+		var urls []string
+		for _, e := range m.pods[release+"-test"].Spec.Containers[0].Env {
+			if e.Name == "ORDERWATCH_URLS" {
+				urls = strings.Fields(e.Value)
+			}
+		}
+		if len(urls) != 5 {
+			t.Errorf("helm test: ORDERWATCH_URLS %q, want the 5 members", urls)
+		}
+		var expr string
+		for _, g := range m.prometheusRules[release].Spec.Groups {
+			for _, r := range g.Rules {
+				if r.Alert == "OrderwatchFleetMembersMissing" {
+					expr = r.Expr.String()
+				}
+			}
+		}
+		if !strings.HasSuffix(strings.TrimSpace(expr), "< 5") {
+			t.Errorf("OrderwatchFleetMembersMissing %q, want a comparison with the 5 members", expr)
+		}
+	})
+	t.Run("default anti-affinity: soft", func(t *testing.T) {
+		m, err := render(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		aff := m.statefulSets[release].Spec.Template.Spec.Affinity
+		if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 0 {
+			t.Errorf("affinity %s, want a preferred anti-affinity (members are interchangeable)", js(aff))
+		}
+	})
+}
+
+// TestDashboardShopView: the dashboard's per-shop view. A variable shop
+// (multi, All = .*, which also matches series without the label: single-
+// shop mode) filters every query of a pipeline metric and keeps the label
+// in its aggregations; a Fleet row shows every orderwatch_fleet_* metric.
+func TestDashboardShopView(t *testing.T) {
+	b, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Title   string `json:"title"`
+		Type    string `json:"type"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	var dash struct {
+		Panels     []panel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Multi      bool   `json:"multi"`
+				IncludeAll bool   `json:"includeAll"`
+				AllValue   string `json:"allValue"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range dash.Templating.List {
+		if v.Name == "shop" {
+			found = true
+			if !v.Multi || !v.IncludeAll || v.AllValue != ".*" || !strings.Contains(v.Definition, ", shop)") {
+				t.Errorf("variable shop: multi %v, includeAll %v, allValue %q, %s; want multi, All = .* (matches an empty label), label_values(..., shop)",
+					v.Multi, v.IncludeAll, v.AllValue, v.Definition)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no dashboard variable shop")
+	}
+	metric := regexp.MustCompile(`\borderwatch_[a-z_]+`)
+	aggr := regexp.MustCompile(`\b(sum|max|min|avg|count)\s*(by\s*\(([^)]*)\))?\s*\(`)
+	fleetSeen := map[string]bool{}
+	n := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			names := metric.FindAllString(tg.Expr, -1)
+			if len(names) == 0 {
+				continue
+			}
+			if strings.HasPrefix(names[0], "orderwatch_fleet_") {
+				for _, m := range names {
+					fleetSeen[m] = true
+				}
+				if strings.Contains(tg.Expr, "$shop") {
+					t.Errorf("panel %q: %s: the fleet's metrics have no shop label", p.Title, tg.Expr)
+				}
+				continue
+			}
+			if names[0] == "orderwatch_build_info" {
+				continue
+			}
+			n++
+			if got, want := strings.Count(tg.Expr, `shop=~"$shop"`), strings.Count(tg.Expr, `instance=~"$instance"`); got != want || got == 0 {
+				t.Errorf("panel %q: %s\n  filters %d of %d selectors by shop=~\"$shop\"", p.Title, tg.Expr, got, want)
+			}
+			for _, m := range aggr.FindAllStringSubmatch(tg.Expr, -1) {
+				if !strings.Contains(m[3], "shop") {
+					t.Errorf("panel %q: %s\n  aggregates %q without the label shop (the shops selected would add up)", p.Title, tg.Expr, m[0])
+				}
+			}
+		}
+	}
+	if n < 30 {
+		t.Errorf("only %d queries of pipeline metrics found; has the dashboard changed shape?", n)
+	}
+	for _, m := range []string{"orderwatch_fleet_members", "orderwatch_fleet_shops", "orderwatch_fleet_fair_share",
+		"orderwatch_fleet_pipeline_starts_total", "orderwatch_fleet_pipeline_start_errors_total"} {
+		if !fleetSeen[m] {
+			t.Errorf("no panel shows %s (the Fleet row)", m)
+		}
+	}
+}
+
+// TestAlertsNameTheShop: in fleet mode every pipeline series carries the
+// label shop, so an alert of a pipeline metric must keep it (joins on it,
+// aggregations by it) and name it in its text when it is there.
+func TestAlertsNameTheShop(t *testing.T) {
+	grouping := regexp.MustCompile(`\b(on|by|ignoring|without)\s*\(([^)]*)\)`)
+	n := 0
+	for _, g := range loadAlertsFile(t).Groups {
+		for _, r := range g.Rules {
+			expr := r.Expr.String()
+			if strings.Contains(expr, "orderwatch_fleet_") {
+				continue // the fleet's own: per member, no shop label
+			}
+			n++
+			for _, m := range grouping.FindAllStringSubmatch(expr, -1) {
+				if (m[1] == "on" || m[1] == "by") && !strings.Contains(m[2], "shop") {
+					t.Errorf("%s: %q drops the label shop: in fleet mode the shops of one member would be joined or added up", r.Alert, m[0])
+				}
+			}
+			for _, k := range []string{"summary", "description"} {
+				if !strings.Contains(r.Annotations[k], "{{ with $labels.shop }}") {
+					t.Errorf("%s: the %s does not name the shop ({{ with $labels.shop }}...{{ end }}): %q", r.Alert, k, r.Annotations[k])
+				}
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("%d per-shop alerts, want the full set", n)
+	}
 }

@@ -84,7 +84,8 @@ echo "$(wc -l <"$work/env-vars.txt") variables, unchanged"
 # name=values file (relative to deploy/helm). "default" is the chart's
 # defaults plus the three values the schema requires (required-values.yaml);
 # chart_test.go checks that values.yaml alone is refused.
-cases=("default=testdata/required-values.yaml" "full=testdata/full-values.yaml" "ephemeral=testdata/ephemeral-values.yaml")
+cases=("default=testdata/required-values.yaml" "full=testdata/full-values.yaml" "ephemeral=testdata/ephemeral-values.yaml"
+	"fleet=testdata/fleet-values.yaml" "fleet-example=orderwatch/examples/fleet-values.yaml")
 for c in "${cases[@]}"; do
 	name=${c%%=*} values=${c#*=}
 	for kv in "$KUBE_MIN" "$KUBE_LATEST"; do

@@ -4,7 +4,7 @@ against a running Prometheus (its HTTP API), the way Grafana would show them.
 
   evaluate-queries.py PROMETHEUS_URL DASHBOARD_JSON SINCE_UNIX_TIME
 
-Dashboard variables: $job and $instance match everything, $__rate_interval
+Dashboard variables: $job, $instance and $shop match everything, $__rate_interval
 is 1m (Grafana's value at a 15 s scrape interval). For each target it prints
 the series at the end and how many points of the range since SINCE are NaN;
 for each alert its health and state, and the series its expression returns
@@ -60,7 +60,7 @@ def main():
             continue
         series = nans = 0
         for t in p.get("targets", []):
-            expr = t["expr"].replace("$job", ".*").replace("$instance", ".*").replace("$__rate_interval", "1m")
+            expr = t["expr"].replace("$job", ".*").replace("$instance", ".*").replace("$shop", ".*").replace("$__rate_interval", "1m")
             n, nan_now, pts, nan, shown = describe(base, expr, since, end)
             series += n
             nans += nan

@@ -75,6 +75,27 @@ The Secret holding the passwords: the one the chart creates, or existingSecret.
 {{- .Values.existingSecret.name | default (include "orderwatch.fullname" .) }}
 {{- end }}
 
+{{/*
+Fleet mode (fleet.enabled): the pods, the shops Secret and the state volume.
+*/}}
+{{- define "orderwatch.replicas" -}}
+{{- if .Values.fleet.enabled }}{{ int .Values.fleet.replicas }}{{ else }}{{ int .Values.replicaCount }}{{ end }}
+{{- end }}
+{{- define "orderwatch.shopsDir" -}}/etc/orderwatch/shops{{- end }}
+{{- define "orderwatch.shopsSecretName" -}}
+{{- .Values.fleet.shops.existingSecret | default (printf "%s-shops" (include "orderwatch.fullname" .)) }}
+{{- end }}
+{{/* "true" when the state directory is a claim per pod (volumeClaimTemplates or existingClaim). */}}
+{{- define "orderwatch.stateClaim" -}}
+{{- if .Values.fleet.enabled }}{{ if .Values.fleet.persistentState }}true{{ end }}
+{{- else if .Values.persistence.enabled }}true{{ end }}
+{{- end }}
+{{/* "true" when the pod mounts the Secret "secret" (the REST password; in
+fleet mode only the NATS password or token, the shops' are in the shops Secret). */}}
+{{- define "orderwatch.secretVolume" -}}
+{{- if or (not .Values.fleet.enabled) (include "orderwatch.natsPassword" .) (include "orderwatch.natsToken" .) }}true{{ end }}
+{{- end }}
+
 {{/* "true" when a NATS password / token file is mounted, else "". */}}
 {{- define "orderwatch.natsPassword" -}}
 {{- if .Values.existingSecret.name }}{{ if .Values.existingSecret.natsPasswordKey }}true{{ end }}
@@ -107,6 +128,9 @@ install, upgrade, template or lint stops here with one clear line.
 {{- if lt (int64 .Values.publish.outboxMax) 1 }}
 {{- fail (printf "publish.outboxMax is %d: it must be at least 1 (the watcher reads 0 as unlimited, which lets a NATS outage fill the state volume, and OrderwatchOutboxFull would compare the depth with 0 and fire forever)" (int64 .Values.publish.outboxMax)) }}
 {{- end }}
+{{- if .Values.fleet.enabled }}
+{{- include "orderwatch.validateFleet" . }}
+{{- else }}
 {{- if and (gt (int .Values.replicaCount) 1) (or (not .Values.standby.enabled) (not .Values.stream.name)) }}
 {{- fail (printf "replicaCount is %d but the hot standby is off (standby.enabled false or stream.name empty): every replica would poll the shop and publish every event" (int .Values.replicaCount)) }}
 {{- end }}
@@ -116,10 +140,11 @@ install, upgrade, template or lint stops here with one clear line.
 {{- if and (gt (int .Values.replicaCount) 1) .Values.persistence.existingClaim }}
 {{- fail "persistence.existingClaim is one volume for one pod: with replicaCount > 1 every pod needs its own (volumeClaimTemplates)" }}
 {{- end }}
+{{- end }}
 {{- if and .Values.persistence.existingClaim (not .Values.persistence.enabled) }}
 {{- fail "persistence.existingClaim is set but persistence.enabled is false: the chart would ignore the claim and keep the state on an emptyDir" }}
 {{- end }}
-{{- $own := list "state" "tmp" "secret" "nats-creds" "nats-nkey" "nats-tls" }}
+{{- $own := list "state" "tmp" "secret" "shops" "nats-creds" "nats-nkey" "nats-tls" }}
 {{- range .Values.extraVolumes }}
 {{- if has .name $own }}
 {{- fail (printf "extraVolumes: the name %q is one of the chart's own volumes (%s)" .name (join ", " $own)) }}
@@ -139,6 +164,42 @@ install, upgrade, template or lint stops here with one clear line.
 {{- end }}
 
 {{/*
+Fleet mode's checks (orderwatch.validate): what the binary would refuse at
+start-up (exit 2, a crash loop) or what would leave a shop without its password.
+*/}}
+{{- define "orderwatch.validateFleet" -}}
+{{- $f := .Values.fleet }}
+{{- if or (not .Values.standby.enabled) (not .Values.stream.name) }}
+{{- fail "fleet.enabled needs JetStream (stream.name) and the lease (standby.enabled): the members share the shops out by one lease per shop" }}
+{{- end }}
+{{- if .Values.persistence.existingClaim }}
+{{- fail "persistence.existingClaim is one volume for one pod: fleet mode runs fleet.replicas pods (fleet.persistentState gives each its own claim)" }}
+{{- end }}
+{{- if and $f.shops.existingSecret (or $f.shops.registry $f.shops.passwords) }}
+{{- fail (printf "fleet.shops.existingSecret is %q: fleet.shops.registry and fleet.shops.passwords would be ignored; put them in that Secret" $f.shops.existingSecret) }}
+{{- end }}
+{{- if and (not $f.shops.existingSecret) (not $f.shops.registry) }}
+{{- fail "fleet.enabled: set fleet.shops.existingSecret (a Secret holding the registry, see examples/fleet-shops-secret.yaml) or, for trying it out, fleet.shops.registry" }}
+{{- end }}
+{{- if hasKey $f.shops.passwords $f.shops.key }}
+{{- fail (printf "fleet.shops.passwords: the key %q is the registry's (fleet.shops.key)" $f.shops.key) }}
+{{- end }}
+{{- $dir := include "orderwatch.shopsDir" . }}
+{{- $ids := dict }}
+{{- range $i, $e := $f.shops.registry }}
+{{- if hasKey $ids $e.id }}
+{{- fail (printf "fleet.shops.registry[%d]: the id %q is used twice" $i $e.id) }}
+{{- end }}
+{{- $_ := set $ids $e.id true }}
+{{- with $e.passwordFile }}
+{{- if and (hasPrefix (printf "%s/" $dir) .) (not (hasKey $f.shops.passwords (trimPrefix (printf "%s/" $dir) .))) }}
+{{- fail (printf "fleet.shops.registry[%d] (id %q): passwordFile %s names no key of fleet.shops.passwords" $i $e.id .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 Mount points of the Secrets. The file names inside are fixed by "items", so
 the WATCHER_*_FILE paths do not depend on the key names in the Secret.
 */}}
@@ -149,8 +210,10 @@ the WATCHER_*_FILE paths do not depend on the key names in the Secret.
 
 {{/* Environment variables pointing at the mounted secret files. */}}
 {{- define "orderwatch.secretEnv" -}}
+{{- if not .Values.fleet.enabled }}
 - name: WATCHER_PLENTY_PASSWORD_FILE
   value: {{ include "orderwatch.secretDir" . }}/plenty-password
+{{- end }}
 {{- if include "orderwatch.natsPassword" . }}
 - name: WATCHER_NATS_PASSWORD_FILE
   value: {{ include "orderwatch.secretDir" . }}/nats-password
@@ -184,9 +247,18 @@ the WATCHER_*_FILE paths do not depend on the key names in the Secret.
 {{- end }}
 
 {{- define "orderwatch.secretVolumeMounts" -}}
+{{- if include "orderwatch.secretVolume" . }}
 - name: secret
   mountPath: {{ include "orderwatch.secretDir" . }}
   readOnly: true
+{{- end }}
+{{- if .Values.fleet.enabled }}
+# The registry and the shops' password files: the whole Secret (no subPath,
+# no items), so that a change of the Secret reaches the running members.
+- name: shops
+  mountPath: {{ include "orderwatch.shopsDir" . }}
+  readOnly: true
+{{- end }}
 {{- if .Values.nats.credentials.secretName }}
 - name: nats-creds
   mountPath: {{ include "orderwatch.natsCredsDir" . }}
@@ -206,13 +278,16 @@ the WATCHER_*_FILE paths do not depend on the key names in the Secret.
 
 {{/* defaultMode 288 = 0440: readable by the owner and the fsGroup only. */}}
 {{- define "orderwatch.secretVolumes" -}}
+{{- if include "orderwatch.secretVolume" . }}
 - name: secret
   secret:
     secretName: {{ include "orderwatch.secretName" . }}
     defaultMode: 288
     items:
+      {{- if not .Values.fleet.enabled }}
       - key: {{ ternary .Values.existingSecret.plentyPasswordKey "plenty-password" (not (empty .Values.existingSecret.name)) }}
         path: plenty-password
+      {{- end }}
       {{- if include "orderwatch.natsPassword" . }}
       - key: {{ ternary .Values.existingSecret.natsPasswordKey "nats-password" (not (empty .Values.existingSecret.name)) }}
         path: nats-password
@@ -221,6 +296,13 @@ the WATCHER_*_FILE paths do not depend on the key names in the Secret.
       - key: {{ ternary .Values.existingSecret.natsTokenKey "nats-token" (not (empty .Values.existingSecret.name)) }}
         path: nats-token
       {{- end }}
+{{- end }}
+{{- if .Values.fleet.enabled }}
+- name: shops
+  secret:
+    secretName: {{ include "orderwatch.shopsSecretName" . }}
+    defaultMode: 288
+{{- end }}
 {{- with .Values.nats.credentials }}
 {{- if .secretName }}
 - name: nats-creds
@@ -275,7 +357,7 @@ envFrom:
   - configMapRef:
       name: {{ include "orderwatch.fullname" . }}
 env:
-  {{- include "orderwatch.secretEnv" . | nindent 2 }}
+  {{- include "orderwatch.secretEnv" . | trim | nindent 2 }}
   # The replica's name in the hot-standby lease: the pod name.
   - name: WATCHER_INSTANCE_ID
     valueFrom:
