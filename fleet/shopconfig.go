@@ -1,0 +1,94 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/orderwatch/orderwatch/pipeline"
+	"github.com/orderwatch/orderwatch/shops"
+)
+
+// Registry is one reading of a fleet's registry file made as a member
+// makes it (the same checks of every entry), for the commands that act on
+// one shop of a fleet: `watcher check`, `state`, `rescan` and `reset`
+// with -shop.
+type Registry struct {
+	Shops   []shops.Shop // the valid entries, sorted by id
+	Invalid []error      // a *shops.EntryError for each invalid entry
+	f       *Fleet       // builds the shops' configuration (shopConfig)
+}
+
+// ReadRegistry reads base.ShopsFile, checking every entry by the pipeline
+// configuration built from it as Serve does. A file that cannot be read or
+// parsed as a whole is a *pipeline.ConfigError. getenv resolves the
+// passwordEnv references [os.Getenv].
+func ReadRegistry(base *pipeline.Config, getenv func(string) string) (*Registry, error) {
+	if base.ShopsFile == "" {
+		return nil, pipeline.ConfigErrorf("%s_SHOPS_FILE is not set: -shop names a shop of a fleet's registry", pipeline.EnvPrefix)
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	instance := base.InstanceID
+	if instance == "" {
+		instance, _ = os.Hostname()
+	}
+	f := &Fleet{cfg: Config{Base: *base, StateDir: base.StateDir, Instance: instance, Getenv: getenv}}
+	up := shops.NewWatcher(base.ShopsFile, shops.Options{Check: f.Check, Getenv: getenv}).Load()
+	if up.FileErr != nil {
+		return nil, pipeline.ConfigErrorf("%s_SHOPS_FILE: %v", pipeline.EnvPrefix, up.FileErr)
+	}
+	return &Registry{Shops: up.Shops, Invalid: up.Invalid, f: f}, nil
+}
+
+// IDs lists the valid shops' ids.
+func (r *Registry) IDs() []string {
+	ids := make([]string, len(r.Shops))
+	for i, s := range r.Shops {
+		ids[i] = s.ID
+	}
+	return ids
+}
+
+// Known lists the valid shops' ids for a message: the first 20, and how
+// many there are beyond.
+func (r *Registry) Known() string {
+	ids := r.IDs()
+	known := strings.Join(ids[:min(len(ids), 20)], ", ")
+	switch {
+	case len(ids) == 0:
+		known = "none"
+	case len(ids) > 20:
+		known += fmt.Sprintf(" ... (%d in all)", len(ids))
+	}
+	return known
+}
+
+// ShopConfig is the pipeline configuration of shop id exactly as the
+// member running it builds it (state file <WATCHER_STATE_DIR>/<id>.db,
+// subjects, stream, group key, credentials), except HTTPAddr: the
+// member's address followed by the shop's path, <WATCHER_HTTP_ADDR>/shops/<id>,
+// where the member running the shop serves its /state and /readyz
+// (pipeline.LocalURL keeps the path). An unknown id is an error listing
+// the known ones; an invalid entry is its *shops.EntryError.
+func (r *Registry) ShopConfig(id string) (*pipeline.Config, error) {
+	for _, s := range r.Shops {
+		if s.ID == id {
+			c, err := r.f.shopConfig(s)
+			if err != nil {
+				return nil, fmt.Errorf("shop %s: %w", id, err)
+			}
+			c.HTTPAddr = r.f.cfg.Base.HTTPAddr + "/shops/" + id
+			return c, nil
+		}
+	}
+	for _, err := range r.Invalid {
+		var ee *shops.EntryError
+		if errors.As(err, &ee) && ee.ID == id {
+			return nil, fmt.Errorf("shop %s: invalid entry in %s: %w", id, r.f.cfg.Base.ShopsFile, err)
+		}
+	}
+	return nil, fmt.Errorf("shop %q is not in %s (its shops: %s)", id, r.f.cfg.Base.ShopsFile, r.Known())
+}
