@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/orderwatch/orderwatch/plentysim"
+	"github.com/orderwatch/orderwatch/shopid"
 )
 
 // runDemo is `watcher demo`: the simulator with a mutator, an embedded NATS
@@ -32,8 +33,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	interval := fs.Duration("interval", 2*time.Second, "poll interval")
 	runFor := fs.Duration("for", 0, "stop after this long (0 = until Ctrl-C)")
 	verbose := fs.Bool("v", false, "show the watcher's log (one line per sweep)")
+	nShops := fs.Int("shops", 1, "simulated shops: 2 or more run a fleet of two watcher members sharing them (WATCHER_SHOPS_FILE mode)")
+	leave := fs.Duration("leave", 0, "with -shops: the second member leaves after this long, and its shops move to the first (0 = never)")
 	if code, ok := parseArgs(fs, args, 0, stdout, stderr); !ok {
 		return code
+	}
+	if *nShops < 1 {
+		fmt.Fprintln(stderr, "watcher demo: -shops: want 1 (one shop, one watcher) or more (a fleet)")
+		return exitConfig
 	}
 	if set := setVars(os.Environ()); len(set) > 0 {
 		fmt.Fprintf(stderr, "demo: the demo configures itself and ignores %s (its flags: watcher demo -h)\n", strings.Join(set, ", "))
@@ -49,6 +56,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer os.RemoveAll(dir)
+	if *nShops > 1 {
+		return runDemoFleet(ctx, demoFleet{shops: *nShops, orders: *orders, rate: *rate, interval: *interval, leave: *leave, verbose: *verbose}, dir, stdout, stderr)
+	}
 
 	// The simulated shop.
 	sim := plentysim.New(plentysim.Config{Seed: time.Now().UnixNano()})
@@ -98,8 +108,8 @@ Events as they happen (Ctrl-C to stop):
 `, simURL, *orders, *rate, natsURL, d.HTTPURL(), d.HTTPURL(), *interval, natsURL, natsURL, natsURL, natsURL, natsURL)
 
 	started := time.Now()
-	tally := &eventTally{orders: map[int64]bool{}}
-	sub, err := printEvents(natsURL, stdout, tally)
+	tally := &eventTally{orders: map[string]bool{}}
+	sub, err := printEvents(natsURL, stdout, tally, false)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo: subscribe:", err)
 		return exitFail
@@ -115,7 +125,7 @@ Events as they happen (Ctrl-C to stop):
 	err = d.Run(ctx)
 	wg.Wait()
 	drain(sub, 2*time.Second)
-	fmt.Fprintln(stdout, tally.summary(sim.Stats(), time.Since(started)))
+	fmt.Fprintln(stdout, tally.summary(sim.Stats(), "the watcher made %d calls to the shop", time.Since(started)))
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitFail
@@ -127,26 +137,27 @@ Events as they happen (Ctrl-C to stop):
 type eventTally struct {
 	mu     sync.Mutex
 	events int
-	orders map[int64]bool
+	orders map[string]bool // shop/order id
 }
 
-func (t *eventTally) add(orderID int64) {
+func (t *eventTally) add(shop string, orderID int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.events++
-	t.orders[orderID] = true
+	t.orders[fmt.Sprintf("%s/%d", shop, orderID)] = true
 }
 
 // summary is the demo's last line: "summary: 12 events printed for 9
-// orders; the watcher made 31 calls to the shop (1 login) in 40s".
-func (t *eventTally) summary(st plentysim.Stats, took time.Duration) string {
+// orders; the watcher made 31 calls to the shop (1 login) in 40s"; calls
+// is the middle part's format, with the calls' %d.
+func (t *eventTally) summary(st plentysim.Stats, calls string, took time.Duration) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	logins := "logins"
 	if st.LoginCalls == 1 {
 		logins = "login"
 	}
-	return fmt.Sprintf("summary: %d events printed for %d orders; the watcher made %d calls to the shop (%d %s) in %s",
+	return fmt.Sprintf("summary: %d events printed for %d orders; "+calls+" (%d %s) in %s",
 		t.events, len(t.orders), st.Calls, st.LoginCalls, logins, took.Round(time.Second))
 }
 
@@ -210,16 +221,20 @@ func startNATS(storeDir string) (*server.Server, error) {
 	return ns, nil
 }
 
-// printEvents subscribes to every event and prints it as one line.
-func printEvents(url string, w io.Writer, tally *eventTally) (*nats.Conn, error) {
+// printEvents subscribes to every event and prints it as one line (with
+// withShop, the shop's id first: the Orderwatch-Shop header).
+func printEvents(url string, w io.Writer, tally *eventTally, withShop bool) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, nats.Name("orderwatch-demo-subscriber"))
 	if err != nil {
 		return nil, err
 	}
 	var mu sync.Mutex
 	_, err = nc.Subscribe("orders.>", func(m *nats.Msg) {
-		line := describeEvent(m.Data)
-		tally.add(eventOrderID(m.Data))
+		line, shop := describeEvent(m.Data), m.Header.Get(shopid.Header)
+		tally.add(shop, eventOrderID(m.Data))
+		if withShop {
+			line = fmt.Sprintf("%-10s %s", shop, line)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(w, "%s  %-60s %s\n", time.Now().Format("15:04:05"), line, m.Subject)
