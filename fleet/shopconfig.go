@@ -1,8 +1,12 @@
 package fleet
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -91,4 +95,46 @@ func (r *Registry) ShopConfig(id string) (*pipeline.Config, error) {
 		}
 	}
 	return nil, fmt.Errorf("shop %q is not in %s (its shops: %s)", id, r.f.cfg.Base.ShopsFile, r.Known())
+}
+
+// CheckAll is `watcher check` of a whole fleet: every shop is checked
+// (pipeline.Check, one after the other) and gets one line on w, "ok   shop
+// ID" (with its count of warnings) or "FAIL shop ID: " and its first
+// failure; an invalid entry is a failure too. It reports whether all
+// passed. version names the binary in the checks' User-Agent.
+func (r *Registry) CheckAll(ctx context.Context, version string, w io.Writer) bool {
+	fmt.Fprintf(w, "ok   registry %s: %d shops, %d invalid entries (details of one: watcher check -shop ID)\n", r.f.cfg.Base.ShopsFile, len(r.Shops), len(r.Invalid))
+	passed := len(r.Invalid) == 0
+	for _, err := range r.Invalid {
+		fmt.Fprintln(w, "FAIL", err)
+	}
+	for _, id := range r.IDs() {
+		cfg, err := r.ShopConfig(id)
+		var out bytes.Buffer
+		if err == nil && !pipeline.Check(ctx, cfg, version, &out) {
+			err = firstFailure(&out)
+		}
+		if err != nil {
+			passed = false
+			fmt.Fprintf(w, "FAIL shop %s: %v\n", id, err)
+			continue
+		}
+		warnings := ""
+		if n := strings.Count("\n"+out.String(), "\nWARN "); n > 0 {
+			warnings = fmt.Sprintf(" (%d warnings)", n)
+		}
+		fmt.Fprintf(w, "ok   shop %s%s\n", id, warnings)
+	}
+	return passed
+}
+
+// firstFailure is the first FAIL line of a check's report, as an error.
+func firstFailure(report io.Reader) error {
+	sc := bufio.NewScanner(report)
+	for sc.Scan() {
+		if why, ok := strings.CutPrefix(sc.Text(), "FAIL "); ok {
+			return errors.New(why)
+		}
+	}
+	return errors.New("failed")
 }

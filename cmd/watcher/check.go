@@ -17,7 +17,7 @@ import (
 // no session; then connect to NATS and check the stream. It says first how
 // the scope was split, and prints a report; exit 0 only when all is well.
 // In fleet mode it checks the shop -shop names, or every shop of the
-// registry with a line each (checkFleet).
+// registry with a line each (fleet.Registry.CheckAll).
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("check", flag.ContinueOnError)
 	shop := shopFlag(fl)
@@ -27,8 +27,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, l := range unknownVarsText() {
 		fmt.Fprintln(stdout, "WARN", l)
 	}
-	cfg, base, err := commandConfig(*shop, true)
-	cfg, err = withSecrets(cfg, err)
+	cfg, base, err := commandConfig(*shop, true, true)
 	fleetMode := err == nil && base.ShopsFile != ""
 	switch {
 	case fleetMode:
@@ -46,7 +45,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	passed := false
 	if fleetMode && *shop == "" {
-		passed = checkFleet(ctx, base, stdout)
+		reg, err := fleet.ReadRegistry(base, nil)
+		if err != nil {
+			fmt.Fprintln(stdout, "FAIL", err)
+			return exitConfig
+		}
+		passed = reg.CheckAll(ctx, version, stdout)
 	} else {
 		passed = pipeline.Check(ctx, cfg, version, stdout)
 	}

@@ -33,14 +33,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	interval := fs.Duration("interval", 2*time.Second, "poll interval")
 	runFor := fs.Duration("for", 0, "stop after this long (0 = until Ctrl-C)")
 	verbose := fs.Bool("v", false, "show the watcher's log (one line per sweep)")
-	nShops := fs.Int("shops", 1, "simulated shops: 2 or more run a fleet of two watcher members sharing them (WATCHER_SHOPS_FILE mode)")
+	nShops := fs.Int("shops", 1, "simulated shops: 2 or more run a fleet of two watcher members sharing them (WATCHER_SHOPS_FILE mode); 1: one shop, one watcher")
 	leave := fs.Duration("leave", 0, "with -shops: the second member leaves after this long, and its shops move to the first (0 = never)")
 	if code, ok := parseArgs(fs, args, 0, stdout, stderr); !ok {
 		return code
-	}
-	if *nShops < 1 {
-		fmt.Fprintln(stderr, "watcher demo: -shops: want 1 (one shop, one watcher) or more (a fleet)")
-		return exitConfig
 	}
 	if set := setVars(os.Environ()); len(set) > 0 {
 		fmt.Fprintf(stderr, "demo: the demo configures itself and ignores %s (its flags: watcher demo -h)\n", strings.Join(set, ", "))
@@ -63,15 +59,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The simulated shop.
 	sim := plentysim.New(plentysim.Config{Seed: time.Now().UnixNano()})
 	sim.Generate(*orders, time.Now().Add(-30*24*time.Hour), time.Now().Add(-time.Minute))
-	simLn, err := net.Listen("tcp", "127.0.0.1:0")
+	simURL, stopSim, err := serveLocal(sim)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitFail
 	}
-	simSrv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
-	go simSrv.Serve(simLn)
-	defer simSrv.Close()
-	simURL := "http://" + simLn.Addr().String()
+	defer stopSim()
 
 	// NATS with JetStream, on 4222 when it is free.
 	ns, err := startNATS(filepath.Join(dir, "jetstream"))
@@ -191,6 +184,17 @@ func demoConfig(simURL, natsURL, statePath string, interval time.Duration) *Conf
 // Prometheus on the same machine can scrape the demo), and not 8080 (the
 // simulator's port in the README's real-shop recipe).
 const demoHTTPAddr = "127.0.0.1:9464"
+
+// serveLocal serves h on a free port of the loopback (the simulator).
+func serveLocal(h http.Handler) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}
 
 // freeAddr returns addr when it can be listened on, else a random port.
 func freeAddr(addr string) string {

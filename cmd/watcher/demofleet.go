@@ -5,13 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,125 +23,112 @@ type demoFleet struct {
 	shops, orders int
 	rate          float64
 	interval      time.Duration
-	leave         time.Duration // member-2 leaves after this long (0: never)
+	leave         time.Duration // the second member leaves after this long (0: never)
 	verbose       bool
 }
-
-// demoMembers names the fleet's members in the demo.
-var demoMembers = []string{"member-1", "member-2"}
 
 // runDemoFleet is `watcher demo -shops N`: one simulator serving N shops
 // (tenants at /shops/<id>), a registry file naming them, an embedded NATS
 // server and two fleet members (fleet.Serve, as `watcher run` in fleet
 // mode) sharing the shops; it prints each event with its shop and a line
-// whenever the shops' holders change. ctx ends it; dir is its temporary
-// directory.
+// whenever the shops' holders change. dir is its temporary directory.
 func runDemoFleet(ctx context.Context, o demoFleet, dir string, stdout, stderr io.Writer) int {
+	fail := func(what string, err error) int { fmt.Fprintf(stderr, "demo: %s%v\n", what, err); return exitFail }
 	sims := plentysim.NewMulti(o.shops, plentysim.Config{Seed: time.Now().UnixNano()})
-	for _, id := range sims.IDs() {
+	ids := sims.IDs()
+	for _, id := range ids {
 		sims.Tenant(id).Generate(o.orders, time.Now().Add(-30*24*time.Hour), time.Now().Add(-time.Minute))
 	}
-	simLn, err := net.Listen("tcp", "127.0.0.1:0")
+	simURL, stopSim, err := serveLocal(sims)
 	if err != nil {
-		fmt.Fprintln(stderr, "demo:", err)
-		return exitFail
+		return fail("", err)
 	}
-	simSrv := &http.Server{Handler: sims, ReadHeaderTimeout: 5 * time.Second}
-	go simSrv.Serve(simLn)
-	defer simSrv.Close()
-	simURL := "http://" + simLn.Addr().String()
-
-	registry, err := writeDemoRegistry(dir, simURL, sims.IDs())
-	if err != nil {
-		fmt.Fprintln(stderr, "demo:", err)
-		return exitFail
+	defer stopSim()
+	registry, list := filepath.Join(dir, "shops.json"), make([]shops.Shop, len(ids))
+	for i, id := range ids {
+		list[i] = shops.Shop{ID: id, URL: simURL + plentysim.TenantPath(id), Username: "demo", PasswordEnv: "DEMO_PASSWORD"}
+	}
+	if err := shops.WriteFile(registry, list); err != nil {
+		return fail("", err)
 	}
 	ns, err := startNATS(filepath.Join(dir, "jetstream"))
 	if err != nil {
-		fmt.Fprintln(stderr, "demo: NATS:", err)
-		return exitFail
+		return fail("NATS: ", err)
 	}
 	defer ns.Shutdown()
 	natsURL := ns.ClientURL()
 
-	level := "warn"
-	if o.verbose {
-		level = "info"
-	}
-	log := newLogger(stderr, "text", level)
+	level := map[bool]string{false: "warn", true: "info"}[o.verbose]
+	names, addrs, stops := []string{"member-1", "member-2"}, make([]string, 2), make([]context.CancelFunc, 2)
+	ready := make(chan error, 4) // each member: Ready, then Serve's end
 	var members sync.WaitGroup
-	addrs := make([]string, len(demoMembers))
-	ready := make(chan error, 2*len(demoMembers)) // Ready, then Serve's end
-	stops := make([]context.CancelFunc, len(demoMembers))
-	for i, name := range demoMembers {
+	defer members.Wait()
+	for i, name := range names {
 		cfg := demoConfig(simURL, natsURL, "", o.interval)
-		cfg.ShopsFile, cfg.StateDir = registry, filepath.Join(dir, name)
-		cfg.Lease, cfg.LeaseTTL, cfg.LeaseBucket, cfg.InstanceID = true, 9*time.Second, "orderwatch", name
+		cfg.ShopsFile, cfg.StateDir, cfg.InstanceID = registry, filepath.Join(dir, name), name
+		cfg.Lease, cfg.LeaseTTL, cfg.LeaseBucket = true, 9*time.Second, "orderwatch"
 		cfg.HTTPAddr = freeAddr(fmt.Sprintf("127.0.0.1:%d", 9464+i))
 		mctx, stop := context.WithCancel(ctx)
 		stops[i] = stop
 		defer stop()
 		members.Go(func() {
-			err := fleet.Serve(mctx, cfg, fleet.ServeOptions{Logger: log.With("member", name), Registry: prometheus.NewRegistry(), Version: version,
-				Ready: func(addr string) { addrs[i] = addr; ready <- nil }})
+			err := fleet.Serve(mctx, cfg, fleet.ServeOptions{Logger: newLogger(stderr, "text", level).With("member", name),
+				Registry: prometheus.NewRegistry(), Version: version, Getenv: demoPassword, Ready: func(addr string) { addrs[i] = addr; ready <- nil }})
 			if err != nil {
 				fmt.Fprintf(stderr, "demo: %s: %v\n", name, err)
 			}
-			ready <- err // unblocks the wait below when Serve failed before Ready
+			ready <- err
 		})
 	}
-	defer members.Wait()
-	for range demoMembers {
+	for range names {
 		if err := <-ready; err != nil {
 			return exitFail
 		}
 	}
 
+	leaving := ""
+	if o.leave > 0 {
+		leaving = fmt.Sprintf("\n  %s leaves after %s: its shops move to %s with their state", names[1], o.leave, names[0])
+	}
 	fmt.Fprintf(stdout, `orderwatch demo: %d simulated shops, NATS and a fleet of two watcher members in one process; nothing leaves this machine.
   shops     %s%s ... %s  (user demo/demo, %d orders and %.3g changes/s each)
   registry  %s  (WATCHER_SHOPS_FILE of both members)
   NATS      %s  (JetStream stream ORDERS, subjects orders.<shop>.>)
-  %s  http://%s/state  (the fleet: members, fair share, who runs which shop)  /shops/<shop>/state  /metrics
-  %s  http://%s/state
-`, o.shops, simURL, plentysim.TenantPath(sims.IDs()[0]), sims.IDs()[o.shops-1], o.orders, o.rate,
-		registry, natsURL, demoMembers[0], addrs[0], demoMembers[1], addrs[1])
-	if o.leave > 0 {
-		fmt.Fprintf(stdout, "  %s leaves after %s: its shops move to %s with their state\n", demoMembers[1], o.leave, demoMembers[0])
-	}
-	fmt.Fprintf(stdout, `Watch with the nats CLI:  nats --server %s sub 'orders.>'          (one shop: 'orders.%s.>')
+  %s  http://%s/state  (members, fair share, who runs which shop)  /shops/<shop>/state  /metrics
+  %s  http://%s/state%s
+Watch with the nats CLI:  nats --server %s sub 'orders.>'          (one shop: 'orders.%s.>')
                           nats --server %s kv watch orderwatch_lease  (the shops' leases: which member holds which)
 Consume them in Go (docs/consuming.md, examples/): go run ./examples/since -nats %s -since 1h
 Events as they happen, with their shop (Ctrl-C to stop):
-`, natsURL, sims.IDs()[0], natsURL, natsURL)
+`, o.shops, simURL, plentysim.TenantPath(ids[0]), ids[len(ids)-1], o.orders, o.rate, registry, natsURL, names[0], addrs[0], names[1], addrs[1],
+		leaving, natsURL, ids[0], natsURL, natsURL)
 
 	started := time.Now()
 	tally := &eventTally{orders: map[string]bool{}}
 	sub, err := printEvents(natsURL, stdout, tally, true)
 	if err != nil {
-		fmt.Fprintln(stderr, "demo: subscribe:", err)
-		return exitFail
+		return fail("subscribe: ", err)
 	}
 	defer sub.Close()
 	var wg sync.WaitGroup
-	for _, id := range sims.IDs() {
+	for _, id := range ids {
 		wg.Go(func() { sims.Tenant(id).RunMutator(ctx, plentysim.MutatorConfig{Rate: o.rate}) })
 	}
-	wg.Go(func() { printHolders(ctx, addrs, stdout) })
+	wg.Go(func() { printHolders(ctx, addrs[0], stdout) })
 	if o.leave > 0 {
-		wg.Go(func() {
-			select {
-			case <-ctx.Done():
-			case <-time.After(o.leave):
-				fmt.Fprintf(stdout, "%s  %s leaves (as on SIGTERM): it gives its shops up\n", time.Now().Format("15:04:05"), demoMembers[1])
-				stops[1]()
+		defer time.AfterFunc(o.leave, func() {
+			if ctx.Err() != nil {
+				return
 			}
-		})
+			fmt.Fprintf(stdout, "%s  %s leaves (as on SIGTERM): it gives its shops up\n", time.Now().Format("15:04:05"), names[1])
+			stops[1]()
+		}).Stop()
 	}
 	wg.Wait()
 	members.Wait()
 	drain(sub, 2*time.Second)
 	var st plentysim.Stats
-	for _, id := range sims.IDs() {
+	for _, id := range ids {
 		s := sims.Tenant(id).Stats()
 		st.Calls, st.LoginCalls = st.Calls+s.Calls, st.LoginCalls+s.LoginCalls
 	}
@@ -154,74 +136,26 @@ Events as they happen, with their shop (Ctrl-C to stop):
 	return exitOK
 }
 
-// writeDemoRegistry writes the registry of the demo's shops (the password
-// in a file next to it, as a mounted Secret would be).
-func writeDemoRegistry(dir, simURL string, ids []string) (string, error) {
-	pw := filepath.Join(dir, "password")
-	if err := os.WriteFile(pw, []byte("demo"), 0o600); err != nil {
-		return "", err
-	}
-	var f struct {
-		Shops []shops.Shop `json:"shops"`
-	}
-	for _, id := range ids {
-		f.Shops = append(f.Shops, shops.Shop{ID: id, URL: simURL + plentysim.TenantPath(id), Username: "demo", PasswordFile: pw})
-	}
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "shops.json")
-	return path, os.WriteFile(path, b, 0o600)
-}
+// demoPassword is the demo's environment of the registry's passwordEnv.
+func demoPassword(string) string { return "demo" }
 
-// printHolders prints which member runs which shop whenever that changes,
-// from the first member's report that answers (GET /state of the fleet).
-func printHolders(ctx context.Context, addrs []string, w io.Writer) {
+// printHolders prints which member runs which shop (fleet.Report.Holders
+// of the first member's GET /state: it never leaves) whenever that
+// changes, until ctx ends.
+func printHolders(ctx context.Context, addr string, w io.Writer) {
 	last := ""
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if line := holders(ctx, addrs); line != "" && line != last {
-			fmt.Fprintf(w, "%s  fleet: %s\n", time.Now().Format("15:04:05"), line)
-			last = line
+	for t := time.NewTicker(500 * time.Millisecond); ; {
+		var rep fleet.Report
+		code, body, err := pipeline.GetLocal(ctx, "http://"+addr, "/state")
+		if err == nil && code == http.StatusOK && json.Unmarshal(body, &rep) == nil && rep.Holders() != last {
+			last = rep.Holders()
+			fmt.Fprintf(w, "%s  fleet: %s\n", time.Now().Format("15:04:05"), last)
 		}
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
 	}
-}
-
-// holders is "member-1 runs shop-001, shop-003; member-2 runs shop-002",
-// with the shops no member holds at the end ("free: shop-004"), from the
-// report of the first member that answers; "" when none does.
-func holders(ctx context.Context, addrs []string) string {
-	for _, a := range addrs {
-		code, body, err := pipeline.GetLocal(ctx, "http://"+a, "/state")
-		var rep fleet.Report
-		if err != nil || code != http.StatusOK || json.Unmarshal(body, &rep) != nil {
-			continue
-		}
-		by := map[string][]string{}
-		for _, s := range rep.Shops {
-			h := s.Holder
-			if h == "" {
-				h = "free:"
-			}
-			by[h] = append(by[h], s.ID)
-		}
-		var parts []string
-		for _, h := range slices.Sorted(maps.Keys(by)) {
-			if h != "free:" {
-				parts = append(parts, h+" runs "+strings.Join(by[h], ", "))
-			}
-		}
-		if free := by["free:"]; len(free) > 0 {
-			parts = append(parts, "free: "+strings.Join(free, ", "))
-		}
-		return strings.Join(parts, "; ")
-	}
-	return ""
 }

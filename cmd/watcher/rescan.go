@@ -76,8 +76,7 @@ func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // fleet mode the one of shop) and a connection to NATS (nil and the exit
 // status when either fails).
 func groupConn(ctx context.Context, cmd, shop string, stderr io.Writer) (*Config, *nats.Conn, int) {
-	cfg, _, err := commandConfig(shop, false)
-	cfg, err = withSecrets(cfg, err)
+	cfg, _, err := commandConfig(shop, false, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "watcher %s: configuration: %v\n", cmd, err)
 		return nil, nil, exitConfig

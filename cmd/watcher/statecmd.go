@@ -66,7 +66,7 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, l := range unknownVarsText() {
 		fmt.Fprintln(stderr, "watcher state: warning:", l)
 	}
-	cfg, _, err := commandConfig(*shop, false)
+	cfg, _, err := commandConfig(*shop, false, false)
 	if err != nil {
 		fmt.Fprintln(stderr, "watcher state: configuration:", err)
 		return exitConfig
