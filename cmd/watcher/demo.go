@@ -28,8 +28,8 @@ import (
 // as one line. Nothing leaves the machine.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	orders := fs.Int("orders", 300, "orders in the simulated shop")
-	rate := fs.Float64("rate", 1, "order changes per second")
+	orders := fs.Int("orders", 300, "orders in the simulated shop (in each, with -shops)")
+	rate := fs.Float64("rate", 1, "order changes per second (in each shop, with -shops)")
 	interval := fs.Duration("interval", 2*time.Second, "poll interval")
 	runFor := fs.Duration("for", 0, "stop after this long (0 = until Ctrl-C)")
 	verbose := fs.Bool("v", false, "show the watcher's log (one line per sweep)")

@@ -6,9 +6,15 @@ import (
 	"github.com/orderwatch/orderwatch/fleet"
 )
 
-// shopFlag defines -shop on the flags of check, state, rescan and reset.
+// shopFlag defines -shop on the flags of check, state, rescan and reset
+// (its text is their help on fleet mode).
 func shopFlag(fl *flag.FlagSet) *string {
-	return fl.String("shop", "", "fleet mode (WATCHER_SHOPS_FILE): the id of the registry's shop to act on")
+	more := map[string]string{
+		"check": "; without it, every shop of the registry is checked, a line each",
+		"state": ": its state file <WATCHER_STATE_DIR>/ID.db, or the member running it (WATCHER_HTTP_ADDR)",
+		"reset": "; then delete <WATCHER_STATE_DIR>/ID.db on every member",
+	}[fl.Name()]
+	return fl.String("shop", "", "fleet mode (WATCHER_SHOPS_FILE): the `ID` of the registry's shop to act on"+more)
 }
 
 // commandConfig is the configuration a command acts on (not validated)
