@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 
@@ -84,7 +86,7 @@ func (r *Registry) ShopConfig(id string) (*pipeline.Config, error) {
 			if err != nil {
 				return nil, fmt.Errorf("shop %s: %w", id, err)
 			}
-			c.HTTPAddr = r.f.cfg.Base.HTTPAddr + "/shops/" + id
+			c.HTTPAddr = r.f.cfg.Base.HTTPAddr + shopPath(id)
 			return c, nil
 		}
 	}
@@ -95,6 +97,27 @@ func (r *Registry) ShopConfig(id string) (*pipeline.Config, error) {
 		}
 	}
 	return nil, fmt.Errorf("shop %q is not in %s (its shops: %s)", id, r.f.cfg.Base.ShopsFile, r.Known())
+}
+
+func shopPath(id string) string { return "/shops/" + id }
+
+// HeldElsewhere asks the member at the address of a ShopConfig (GET
+// /state of the fleet) whether another member holds the shop's lease:
+// that member's name; "" when this member holds it, nobody does, or no
+// member answers there. A state file read here is then not current.
+func HeldElsewhere(ctx context.Context, shop *pipeline.Config) string {
+	base := strings.TrimSuffix(pipeline.LocalURL(shop.HTTPAddr), shopPath(shop.ShopID))
+	var rep Report
+	code, body, err := pipeline.GetLocal(ctx, base, "/state")
+	if err != nil || code != http.StatusOK || json.Unmarshal(body, &rep) != nil {
+		return ""
+	}
+	for _, s := range rep.Shops {
+		if s.ID == shop.ShopID && s.Holder != rep.Instance {
+			return s.Holder
+		}
+	}
+	return ""
 }
 
 // CheckAll is `watcher check` of a whole fleet: every shop is checked
@@ -120,7 +143,11 @@ func (r *Registry) CheckAll(ctx context.Context, version string, w io.Writer) bo
 			continue
 		}
 		warnings := ""
-		if n := strings.Count("\n"+out.String(), "\nWARN "); n > 0 {
+		switch n := strings.Count("\n"+out.String(), "\nWARN "); n {
+		case 0:
+		case 1:
+			warnings = " (1 warning)"
+		default:
 			warnings = fmt.Sprintf(" (%d warnings)", n)
 		}
 		fmt.Fprintf(w, "ok   shop %s%s\n", id, warnings)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/orderwatch/orderwatch/fleet"
 	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -78,6 +79,11 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case err == nil:
 		defer s.Close()
 		body, err = localState(s, cfg, req)
+		if *shop != "" {
+			if h := fleet.HeldElsewhere(ctx, cfg); h != "" {
+				fmt.Fprintf(stderr, "watcher state: warning: %s runs shop %s: %s is not current (ask that member)\n", h, *shop, cfg.StatePath)
+			}
+		}
 	case errors.Is(err, state.ErrLocked):
 		body, err = remoteState(ctx, cfg, req)
 	case errors.Is(err, fs.ErrNotExist) && *shop != "":
