@@ -62,12 +62,14 @@ func TestCheckShopOfFleet(t *testing.T) {
 	}
 }
 
-// TestStateShopOfFleet: `watcher state -shop ID` asks the member running
+// TestCommandsOnAShopOfARunningFleet: `watcher state -shop ID` asks the member running
 // the shop for the shop's own report (/shops/ID/state, the lease
 // included) while it runs, and reads <WATCHER_STATE_DIR>/ID.db once it
-// stopped; `check -shop` asks the running member instead of logging in.
-// Fleet mode without -shop and an unknown shop are configuration errors.
-func TestStateShopOfFleet(t *testing.T) {
+// stopped; `check -shop` asks the running member instead of logging in;
+// `rescan -shop` reaches the member running the shop and `reset -shop`
+// clears the shop's group. Fleet mode without -shop and an unknown shop
+// are configuration errors.
+func TestCommandsOnAShopOfARunningFleet(t *testing.T) {
 	fleetEnv(t, fleetShops(t, 2))
 	statePath := filepath.Join(os.Getenv("WATCHER_STATE_DIR"), "shop-001.db")
 	cancel, done, stderr := startFleetMember(t)
@@ -85,9 +87,19 @@ func TestStateShopOfFleet(t *testing.T) {
 		t.Errorf("check -shop of a running member: exit %d:\n%s%s", code, out, errOut)
 	}
 
+	code, out, errOut = fleetCmd(t, "rescan", "-shop", "shop-002", "--from", "1h")
+	if code != exitOK || !strings.Contains(out, "the next sweep reads from") {
+		t.Errorf("rescan -shop shop-002 of a running member: exit %d:\n%s%s", code, out, errOut)
+	}
+
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("member: exit %d: %s", code, stderr.String())
+	}
+	code, out, errOut = fleetCmd(t, "reset", "-shop", "shop-002")
+	if code != exitOK || !strings.Contains(out, "shop shop-002, buckets orderwatch_*: checkpoints cleared: shop-002.ORDERS") ||
+		!strings.Contains(out, filepath.Join(os.Getenv("WATCHER_STATE_DIR"), "shop-002.db")+" on every member") {
+		t.Errorf("reset -shop shop-002 of a stopped fleet: exit %d:\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = fleetCmd(t, "state", "-shop", "shop-001")
 	if code != exitOK || !strings.Contains(out, statePath) {
