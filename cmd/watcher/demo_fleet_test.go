@@ -1,35 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
 )
-
-// lockedBuffer is an io.Writer the demo writes to from its goroutines
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestDemoFleet: `watcher demo -shops 2` runs two fleet members sharing
 // two simulated shops: it prints events of both shops, each with its
@@ -40,7 +20,7 @@ func TestDemoFleet(t *testing.T) {
 	unsetWatcherEnv(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out, errOut lockedBuffer
+	var out, errOut e2e.LockedBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"demo", "-shops", "2", "-orders", "5", "-rate", "5", "-interval", "1s", "-leave", "2s", "-for", "2m"}, &out, &errOut)
