@@ -58,6 +58,24 @@ func (r *Registry) IDs() []string {
 	return ids
 }
 
+// ShopConfigFor is ReadRegistry then ShopConfig(id), for a command's
+// -shop: every error is a *pipeline.ConfigError; an empty id is one that
+// lists the shops.
+func ShopConfigFor(base *pipeline.Config, id string, getenv func(string) string) (*pipeline.Config, error) {
+	r, err := ReadRegistry(base, getenv)
+	if err != nil {
+		return nil, err
+	}
+	if id == "" {
+		return nil, pipeline.ConfigErrorf("fleet mode (%s_SHOPS_FILE): name the shop with -shop (its shops: %s)", pipeline.EnvPrefix, r.Known())
+	}
+	c, err := r.ShopConfig(id)
+	if err != nil {
+		return nil, pipeline.ConfigErrorf("%v", err)
+	}
+	return c, nil
+}
+
 // Known lists the valid shops' ids for a message: the first 20, and how
 // many there are beyond.
 func (r *Registry) Known() string {

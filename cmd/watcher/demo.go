@@ -100,30 +100,40 @@ Consume them in Go (docs/consuming.md, examples/), in another terminal of this c
 Events as they happen (Ctrl-C to stop):
 `, simURL, *orders, *rate, natsURL, d.HTTPURL(), d.HTTPURL(), *interval, natsURL, natsURL, natsURL, natsURL, natsURL)
 
-	started := time.Now()
-	tally := &eventTally{orders: map[string]bool{}}
-	sub, err := printEvents(natsURL, stdout, tally, false)
-	if err != nil {
-		fmt.Fprintln(stderr, "demo: subscribe:", err)
-		return exitFail
-	}
-	defer sub.Close()
-
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		sim.RunMutator(ctx, plentysim.MutatorConfig{Rate: *rate})
-	}()
-	err = d.Run(ctx)
-	wg.Wait()
-	drain(sub, 2*time.Second)
-	fmt.Fprintln(stdout, tally.summary(sim.Stats(), "the watcher made %d calls to the shop", time.Since(started)))
+	err = showEvents(ctx, natsURL, []*plentysim.Server{sim}, *rate, "the watcher made %d calls to the shop", stdout, func() error { return d.Run(ctx) })
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitFail
 	}
 	return exitOK
+}
+
+// showEvents prints every event published on natsURL (with its shop when
+// there are several shops) while the simulators change orders and work
+// runs, then the demo's summary line (calls: its middle part, see
+// eventTally.summary). work returns when ctx ends.
+func showEvents(ctx context.Context, natsURL string, sims []*plentysim.Server, rate float64, calls string, stdout io.Writer, work func() error) error {
+	started := time.Now()
+	tally := &eventTally{orders: map[string]bool{}}
+	sub, err := printEvents(natsURL, stdout, tally, len(sims) > 1)
+	if err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	defer sub.Close()
+	var wg sync.WaitGroup
+	for _, sim := range sims {
+		wg.Go(func() { sim.RunMutator(ctx, plentysim.MutatorConfig{Rate: rate}) })
+	}
+	err = work()
+	wg.Wait()
+	drain(sub, 2*time.Second)
+	var st plentysim.Stats
+	for _, sim := range sims {
+		s := sim.Stats()
+		st.Calls, st.LoginCalls = st.Calls+s.Calls, st.LoginCalls+s.LoginCalls
+	}
+	fmt.Fprintln(stdout, tally.summary(st, calls, time.Since(started)))
+	return err
 }
 
 // eventTally counts what the demo printed, for its summary line.

@@ -35,9 +35,10 @@ type demoFleet struct {
 func runDemoFleet(ctx context.Context, o demoFleet, dir string, stdout, stderr io.Writer) int {
 	fail := func(what string, err error) int { fmt.Fprintf(stderr, "demo: %s%v\n", what, err); return exitFail }
 	sims := plentysim.NewMulti(o.shops, plentysim.Config{Seed: time.Now().UnixNano()})
-	ids := sims.IDs()
-	for _, id := range ids {
-		sims.Tenant(id).Generate(o.orders, time.Now().Add(-30*24*time.Hour), time.Now().Add(-time.Minute))
+	ids, tenants := sims.IDs(), make([]*plentysim.Server, o.shops)
+	for i, id := range ids {
+		tenants[i] = sims.Tenant(id)
+		tenants[i].Generate(o.orders, time.Now().Add(-30*24*time.Hour), time.Now().Add(-time.Minute))
 	}
 	simURL, stopSim, err := serveLocal(sims)
 	if err != nil {
@@ -103,18 +104,6 @@ Events as they happen, with their shop (Ctrl-C to stop):
 `, o.shops, simURL, plentysim.TenantPath(ids[0]), ids[len(ids)-1], o.orders, o.rate, registry, natsURL, names[0], addrs[0], names[1], addrs[1],
 		leaving, natsURL, ids[0], natsURL, natsURL)
 
-	started := time.Now()
-	tally := &eventTally{orders: map[string]bool{}}
-	sub, err := printEvents(natsURL, stdout, tally, true)
-	if err != nil {
-		return fail("subscribe: ", err)
-	}
-	defer sub.Close()
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Go(func() { sims.Tenant(id).RunMutator(ctx, plentysim.MutatorConfig{Rate: o.rate}) })
-	}
-	wg.Go(func() { printHolders(ctx, addrs[0], stdout) })
 	if o.leave > 0 {
 		defer time.AfterFunc(o.leave, func() {
 			if ctx.Err() != nil {
@@ -124,15 +113,14 @@ Events as they happen, with their shop (Ctrl-C to stop):
 			stops[1]()
 		}).Stop()
 	}
-	wg.Wait()
-	members.Wait()
-	drain(sub, 2*time.Second)
-	var st plentysim.Stats
-	for _, id := range ids {
-		s := sims.Tenant(id).Stats()
-		st.Calls, st.LoginCalls = st.Calls+s.Calls, st.LoginCalls+s.LoginCalls
+	err = showEvents(ctx, natsURL, tenants, o.rate, fmt.Sprintf("the members made %%d calls to the %d shops", o.shops), stdout, func() error {
+		printHolders(ctx, addrs[0], stdout)
+		members.Wait()
+		return nil
+	})
+	if err != nil {
+		return fail("", err)
 	}
-	fmt.Fprintln(stdout, tally.summary(st, fmt.Sprintf("the members made %%d calls to the %d shops", o.shops), time.Since(started)))
 	return exitOK
 }
 

@@ -37,15 +37,6 @@ func commandConfig(shop string, fleetWide, secrets bool) (cfg, base *Config, err
 	case shop != "" && base.ShopsFile == "":
 		return nil, nil, configErr("-shop names a shop of a fleet, and %s_SHOPS_FILE is not set", envPrefix)
 	}
-	reg, err := fleet.ReadRegistry(base, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	if shop == "" {
-		return nil, nil, configErr("fleet mode (%s_SHOPS_FILE): name the shop with -shop (its shops: %s)", envPrefix, reg.Known())
-	}
-	if cfg, err = reg.ShopConfig(shop); err != nil {
-		return nil, nil, configErr("%v", err)
-	}
-	return cfg, base, nil
+	cfg, err = fleet.ShopConfigFor(base, shop, nil)
+	return cfg, base, err
 }
