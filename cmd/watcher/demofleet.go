@@ -59,7 +59,7 @@ func runDemoFleet(ctx context.Context, o demoFleet, dir string, stdout, stderr i
 	defer ns.Shutdown()
 	natsURL := ns.ClientURL()
 
-	level := map[bool]string{false: "warn", true: "info"}[o.verbose]
+	level := map[bool]string{false: "error", true: "info"}[o.verbose] // a lost race for a shop and a move log warnings
 	names, addrs, stops := []string{"member-1", "member-2"}, make([]string, 2), make([]context.CancelFunc, 2)
 	ready := make(chan error, 4) // each member: Ready, then Serve's end
 	var members sync.WaitGroup
