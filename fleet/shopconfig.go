@@ -140,8 +140,9 @@ func HeldElsewhere(ctx context.Context, shop *pipeline.Config) string {
 
 // CheckAll is `watcher check` of a whole fleet: every shop is checked
 // (pipeline.Check, one after the other) and gets one line on w, "ok   shop
-// ID" (with its count of warnings) or "FAIL shop ID: " and its first
-// failure; an invalid entry is a failure too. It reports whether all
+// ID" (with its count of warnings, and the member running it when that is
+// another) or "FAIL shop ID: " and its first failure; an invalid entry is
+// a failure too. It reports whether all
 // passed. version names the binary in the checks' User-Agent.
 func (r *Registry) CheckAll(ctx context.Context, version string, w io.Writer) bool {
 	fmt.Fprintf(w, "ok   registry %s: %d shops, %d invalid entries (details of one: watcher check -shop ID)\n", r.f.cfg.Base.ShopsFile, len(r.Shops), len(r.Invalid))
@@ -167,6 +168,9 @@ func (r *Registry) CheckAll(ctx context.Context, version string, w io.Writer) bo
 			warnings = " (1 warning)"
 		default:
 			warnings = fmt.Sprintf(" (%d warnings)", n)
+		}
+		if h := HeldElsewhere(ctx, cfg); h != "" {
+			warnings += " (runs on " + h + ": checked with a session of its own)"
 		}
 		fmt.Fprintf(w, "ok   shop %s%s\n", id, warnings)
 	}

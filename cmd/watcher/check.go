@@ -42,6 +42,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fmt.Fprintln(stdout, "ok   configuration")
 	if *shop != "" {
 		fmt.Fprintf(stdout, "ok   shop %s of %s: state file %s, subjects %s.>, stream %s\n", *shop, base.ShopsFile, cfg.StatePath, cfg.SubjectPrefix, cfg.Stream)
+		if h := fleet.HeldElsewhere(ctx, cfg); h != "" {
+			fmt.Fprintf(stdout, "WARN %s runs shop %s, not this member: the login below is a session of its own (check on %s asks it instead)\n", h, *shop, h)
+		}
 	}
 	passed := false
 	if fleetMode && *shop == "" {
