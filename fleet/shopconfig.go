@@ -142,8 +142,8 @@ func HeldElsewhere(ctx context.Context, shop *pipeline.Config) string {
 // (pipeline.Check, one after the other) and gets one line on w, "ok   shop
 // ID" (with its count of warnings, and the member running it when that is
 // another) or "FAIL shop ID: " and its first failure; an invalid entry is
-// a failure too. It reports whether all
-// passed. version names the binary in the checks' User-Agent.
+// a failure too. It reports whether all passed. version names the binary
+// in the checks' User-Agent.
 func (r *Registry) CheckAll(ctx context.Context, version string, w io.Writer) bool {
 	fmt.Fprintf(w, "ok   registry %s: %d shops, %d invalid entries (details of one: watcher check -shop ID)\n", r.f.cfg.Base.ShopsFile, len(r.Shops), len(r.Invalid))
 	passed := len(r.Invalid) == 0
