@@ -2,29 +2,62 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 
+	"github.com/orderwatch/orderwatch/fleet"
 	"github.com/orderwatch/orderwatch/pipeline"
 )
 
-// runCheck is `watcher check`: validate the config; when no watcher runs on
-// the state file, open it, log in (or reuse the stored session) and search
-// once, keeping the session in the file for `watcher run`; when a watcher
-// holds the file, ask it over HTTP instead and open no session; then connect
-// to NATS and check the stream. It says first how the scope was split, and
-// prints a report; exit 0 only when all is well.
-func runCheck(ctx context.Context, stdout, stderr io.Writer) int {
-	cfg, err := LoadConfig()
+// runCheck is `watcher check [-shop ID]`: validate the config; when no
+// watcher runs on the state file, open it, log in (or reuse the stored
+// session) and search once, keeping the session in the file for `watcher
+// run`; when a watcher holds the file, ask it over HTTP instead and open
+// no session; then connect to NATS and check the stream. It says first how
+// the scope was split, and prints a report; exit 0 only when all is well.
+// In fleet mode it checks the shop -shop names, or every shop of the
+// registry with a line each (fleet.Registry.CheckAll).
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("check", flag.ContinueOnError)
+	shop := shopFlag(fl)
+	if code, ok := parseArgs(fl, args, 0, stdout, stderr); !ok {
+		return code
+	}
 	for _, l := range unknownVarsText() {
 		fmt.Fprintln(stdout, "WARN", l)
+	}
+	cfg, base, err := commandConfig(*shop, true, true)
+	fleetMode := err == nil && base.ShopsFile != ""
+	switch {
+	case fleetMode:
+		err = fleet.ValidateBase(base) // and the shop's entry, by the registry
+	case err == nil:
+		err = cfg.Validate()
 	}
 	if err != nil {
 		fmt.Fprintln(stdout, "FAIL configuration:", err)
 		return exitConfig
 	}
 	fmt.Fprintln(stdout, "ok   configuration")
-	if !pipeline.Check(ctx, cfg, version, stdout) {
+	if *shop != "" {
+		fmt.Fprintf(stdout, "ok   shop %s of %s: state file %s, subjects %s.>, stream %s\n", *shop, base.ShopsFile, cfg.StatePath, cfg.SubjectPrefix, cfg.Stream)
+		if h := fleet.HeldElsewhere(ctx, cfg); h != "" {
+			fmt.Fprintf(stdout, "WARN %s runs shop %s, not this member: the login below is a session of its own (check on %s asks it instead)\n", h, *shop, h)
+		}
+	}
+	passed := false
+	if fleetMode && *shop == "" {
+		reg, err := fleet.ReadRegistry(base, nil)
+		if err != nil {
+			fmt.Fprintln(stdout, "FAIL", err)
+			return exitConfig
+		}
+		passed = reg.CheckAll(ctx, version, stdout)
+	} else {
+		passed = pipeline.Check(ctx, cfg, version, stdout)
+	}
+	if !passed {
 		fmt.Fprintln(stdout, "check failed")
 		return exitFail
 	}

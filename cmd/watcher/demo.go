@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/orderwatch/orderwatch/plentysim"
+	"github.com/orderwatch/orderwatch/shopid"
 )
 
 // runDemo is `watcher demo`: the simulator with a mutator, an embedded NATS
@@ -27,11 +28,13 @@ import (
 // as one line. Nothing leaves the machine.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	orders := fs.Int("orders", 300, "orders in the simulated shop")
-	rate := fs.Float64("rate", 1, "order changes per second")
+	orders := fs.Int("orders", 300, "orders in the simulated shop (in each, with -shops)")
+	rate := fs.Float64("rate", 1, "order changes per second (in each shop, with -shops)")
 	interval := fs.Duration("interval", 2*time.Second, "poll interval")
 	runFor := fs.Duration("for", 0, "stop after this long (0 = until Ctrl-C)")
 	verbose := fs.Bool("v", false, "show the watcher's log (one line per sweep)")
+	nShops := fs.Int("shops", 1, "simulated shops: 2 or more run a fleet of two watcher members sharing them (WATCHER_SHOPS_FILE mode); 1: one shop, one watcher")
+	leave := fs.Duration("leave", 0, "with -shops: the second member leaves after this long, and its shops move to the first (0 = never)")
 	if code, ok := parseArgs(fs, args, 0, stdout, stderr); !ok {
 		return code
 	}
@@ -49,19 +52,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer os.RemoveAll(dir)
+	if *nShops > 1 {
+		return runDemoFleet(ctx, demoFleet{shops: *nShops, orders: *orders, rate: *rate, interval: *interval, leave: *leave, verbose: *verbose}, dir, stdout, stderr)
+	}
 
 	// The simulated shop.
 	sim := plentysim.New(plentysim.Config{Seed: time.Now().UnixNano()})
 	sim.Generate(*orders, time.Now().Add(-30*24*time.Hour), time.Now().Add(-time.Minute))
-	simLn, err := net.Listen("tcp", "127.0.0.1:0")
+	simURL, stopSim, err := serveLocal(sim)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitFail
 	}
-	simSrv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
-	go simSrv.Serve(simLn)
-	defer simSrv.Close()
-	simURL := "http://" + simLn.Addr().String()
+	defer stopSim()
 
 	// NATS with JetStream, on 4222 when it is free.
 	ns, err := startNATS(filepath.Join(dir, "jetstream"))
@@ -97,25 +100,7 @@ Consume them in Go (docs/consuming.md, examples/), in another terminal of this c
 Events as they happen (Ctrl-C to stop):
 `, simURL, *orders, *rate, natsURL, d.HTTPURL(), d.HTTPURL(), *interval, natsURL, natsURL, natsURL, natsURL, natsURL)
 
-	started := time.Now()
-	tally := &eventTally{orders: map[int64]bool{}}
-	sub, err := printEvents(natsURL, stdout, tally)
-	if err != nil {
-		fmt.Fprintln(stderr, "demo: subscribe:", err)
-		return exitFail
-	}
-	defer sub.Close()
-
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		sim.RunMutator(ctx, plentysim.MutatorConfig{Rate: *rate})
-	}()
-	err = d.Run(ctx)
-	wg.Wait()
-	drain(sub, 2*time.Second)
-	fmt.Fprintln(stdout, tally.summary(sim.Stats(), time.Since(started)))
+	err = showEvents(ctx, natsURL, []*plentysim.Server{sim}, *rate, "the watcher made %d calls to the shop", stdout, func() error { return d.Run(ctx) })
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitFail
@@ -123,30 +108,59 @@ Events as they happen (Ctrl-C to stop):
 	return exitOK
 }
 
+// showEvents prints every event published on natsURL (with its shop when
+// there are several shops) while the simulators change orders and work
+// runs, then the demo's summary line (calls: its middle part, see
+// eventTally.summary). work returns when ctx ends.
+func showEvents(ctx context.Context, natsURL string, sims []*plentysim.Server, rate float64, calls string, stdout io.Writer, work func() error) error {
+	started := time.Now()
+	tally := &eventTally{orders: map[string]bool{}}
+	sub, err := printEvents(natsURL, stdout, tally, len(sims) > 1)
+	if err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	defer sub.Close()
+	var wg sync.WaitGroup
+	for _, sim := range sims {
+		wg.Go(func() { sim.RunMutator(ctx, plentysim.MutatorConfig{Rate: rate}) })
+	}
+	err = work()
+	wg.Wait()
+	drain(sub, 2*time.Second)
+	var st plentysim.Stats
+	for _, sim := range sims {
+		s := sim.Stats()
+		st.Calls, st.LoginCalls = st.Calls+s.Calls, st.LoginCalls+s.LoginCalls
+	}
+	fmt.Fprintln(stdout, tally.summary(st, calls, time.Since(started)))
+	return err
+}
+
 // eventTally counts what the demo printed, for its summary line.
 type eventTally struct {
 	mu     sync.Mutex
 	events int
-	orders map[int64]bool
+	orders map[string]bool // shop/order id
 }
 
-func (t *eventTally) add(orderID int64) {
+func (t *eventTally) add(shop string, orderID int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.events++
-	t.orders[orderID] = true
+	t.orders[fmt.Sprintf("%s/%d", shop, orderID)] = true
 }
 
 // summary is the demo's last line: "summary: 12 events printed for 9
-// orders; the watcher made 31 calls to the shop (1 login) in 40s".
-func (t *eventTally) summary(st plentysim.Stats, took time.Duration) string {
+// orders; the watcher made 31 calls to the shop (1 login) in 40s"; calls
+// is the middle part's format, with the calls' %d.
+func (t *eventTally) summary(st plentysim.Stats, calls string, took time.Duration) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	logins := "logins"
 	if st.LoginCalls == 1 {
 		logins = "login"
 	}
-	return fmt.Sprintf("summary: %d events printed for %d orders; the watcher made %d calls to the shop (%d %s) in %s",
+	return fmt.Sprintf("summary: %d events printed for %d orders; "+calls+" (%d %s) in %s",
 		t.events, len(t.orders), st.Calls, st.LoginCalls, logins, took.Round(time.Second))
 }
 
@@ -181,6 +195,17 @@ func demoConfig(simURL, natsURL, statePath string, interval time.Duration) *Conf
 // simulator's port in the README's real-shop recipe).
 const demoHTTPAddr = "127.0.0.1:9464"
 
+// serveLocal serves h on a free port of the loopback (the simulator).
+func serveLocal(h http.Handler) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}
+
 // freeAddr returns addr when it can be listened on, else a random port.
 func freeAddr(addr string) string {
 	ln, err := net.Listen("tcp", addr)
@@ -210,16 +235,20 @@ func startNATS(storeDir string) (*server.Server, error) {
 	return ns, nil
 }
 
-// printEvents subscribes to every event and prints it as one line.
-func printEvents(url string, w io.Writer, tally *eventTally) (*nats.Conn, error) {
+// printEvents subscribes to every event and prints it as one line (with
+// withShop, the shop's id first: the Orderwatch-Shop header).
+func printEvents(url string, w io.Writer, tally *eventTally, withShop bool) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, nats.Name("orderwatch-demo-subscriber"))
 	if err != nil {
 		return nil, err
 	}
 	var mu sync.Mutex
 	_, err = nc.Subscribe("orders.>", func(m *nats.Msg) {
-		line := describeEvent(m.Data)
-		tally.add(eventOrderID(m.Data))
+		line, shop := describeEvent(m.Data), m.Header.Get(shopid.Header)
+		tally.add(shop, eventOrderID(m.Data))
+		if withShop {
+			line = fmt.Sprintf("%-10s %s", shop, line)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(w, "%s  %-60s %s\n", time.Now().Format("15:04:05"), line, m.Subject)

@@ -71,10 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
 	case "check":
-		if code, ok := parseArgs(flag.NewFlagSet("check", flag.ContinueOnError), args, 0, stdout, stderr); !ok {
-			return code
-		}
-		return runCheck(ctx, stdout, stderr)
+		return runCheck(ctx, args, stdout, stderr)
 	case "state":
 		return runState(ctx, args, stdout, stderr)
 	case "rescan":

@@ -24,6 +24,7 @@ func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("rescan", flag.ContinueOnError)
 	from := fs.String("from", "", "start of the period to read again: RFC 3339 time, or a duration back from now (e.g. 6h)")
 	to := fs.String("to", "", "end of the period (optional; the sweeps read on to now)")
+	shop := shopFlag(fs)
 	if code, ok := parseArgs(fs, args, 0, stdout, stderr); !ok {
 		return code
 	}
@@ -47,7 +48,7 @@ func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "watcher rescan:", err)
 		return exitConfig
 	}
-	cfg, nc, code := groupConn(ctx, "rescan", stderr)
+	cfg, nc, code := groupConn(ctx, "rescan", *shop, stderr)
 	if nc == nil {
 		return code
 	}
@@ -71,13 +72,11 @@ func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 // groupConn is what `watcher rescan` and `watcher reset` share: the
-// configuration (not validated: only the group's settings matter) and a
-// connection to NATS (nil and the exit status when either fails).
-func groupConn(ctx context.Context, cmd string, stderr io.Writer) (*Config, *nats.Conn, int) {
-	cfg, err := envConfig()
-	if err == nil {
-		err = readFiles(cfg)
-	}
+// configuration (not validated: only the group's settings matter; in
+// fleet mode the one of shop) and a connection to NATS (nil and the exit
+// status when either fails).
+func groupConn(ctx context.Context, cmd, shop string, stderr io.Writer) (*Config, *nats.Conn, int) {
+	cfg, _, err := commandConfig(shop, false, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "watcher %s: configuration: %v\n", cmd, err)
 		return nil, nil, exitConfig

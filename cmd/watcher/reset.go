@@ -17,10 +17,11 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fl := flag.NewFlagSet("reset", flag.ContinueOnError)
 	force := fl.Bool("force", false, "clear even while a replica is active (it writes its checkpoint again: stop it first)")
 	withLease := fl.Bool("lease", false, "delete the lease too")
+	shop := shopFlag(fl)
 	if code, ok := parseArgs(fl, args, 0, stdout, stderr); !ok {
 		return code
 	}
-	cfg, nc, code := groupConn(ctx, "reset", stderr)
+	cfg, nc, code := groupConn(ctx, "reset", *shop, stderr)
 	if nc == nil {
 		return code
 	}
@@ -43,6 +44,10 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	none := func(s []string) string { return strings.Join(append(s, "none")[:max(len(s), 1)], ", ") }
 	fmt.Fprintf(stdout, "shop %s, buckets %s_*: checkpoints cleared: %s; snapshot dumps cleared: %s; leases cleared: %s\n",
 		cfg.Shop(), cfg.LeaseBucket, none(rep.Checkpoints), none(rep.Dumps), none(rep.Leases))
-	fmt.Fprintln(stdout, "Delete the replicas' state files (WATCHER_STATE_PATH; in Kubernetes their claims) before they start again: the first sweep then starts at WATCHER_START_FROM.")
+	files := "the replicas' state files (WATCHER_STATE_PATH; in Kubernetes their claims)"
+	if *shop != "" {
+		files = fmt.Sprintf("%s on every member of the fleet (the member running the shop: stop it, or remove the shop from the registry first)", cfg.StatePath)
+	}
+	fmt.Fprintf(stdout, "Delete %s before they start again: the first sweep then starts at WATCHER_START_FROM.\n", files)
 	return exitOK
 }

@@ -60,7 +60,7 @@ func unsetWatcherEnv(t *testing.T) {
 func (e *sessionEnv) check(t *testing.T) (int, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := runCheck(t.Context(), &out, &errOut)
+	code := runCheck(t.Context(), nil, &out, &errOut)
 	return code, out.String() + errOut.String()
 }
 

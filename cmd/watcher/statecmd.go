@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/orderwatch/orderwatch/fleet"
 	"github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -29,6 +30,7 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fl.Duration("older-than", 0, "list the orders in their status for longer than this (48h)")
 	fl.Int64("after", 0, "a listing's cursor: the previous page's next")
 	fl.Int("limit", pipeline.DefaultListLimit, "orders per page of a listing (at most 10000)")
+	shop := shopFlag(fl)
 	if code, ok := parseArgs(fl, args, 1, stdout, stderr); !ok {
 		return code
 	}
@@ -65,7 +67,7 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, l := range unknownVarsText() {
 		fmt.Fprintln(stderr, "watcher state: warning:", l)
 	}
-	cfg, err := envConfig()
+	cfg, _, err := commandConfig(*shop, false, false)
 	if err != nil {
 		fmt.Fprintln(stderr, "watcher state: configuration:", err)
 		return exitConfig
@@ -77,8 +79,15 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case err == nil:
 		defer s.Close()
 		body, err = localState(s, cfg, req)
+		if *shop != "" {
+			if h := fleet.HeldElsewhere(ctx, cfg); h != "" {
+				fmt.Fprintf(stderr, "watcher state: warning: %s runs shop %s: %s is not current (ask that member)\n", h, *shop, cfg.StatePath)
+			}
+		}
 	case errors.Is(err, state.ErrLocked):
 		body, err = remoteState(ctx, cfg, req)
+	case errors.Is(err, fs.ErrNotExist) && *shop != "":
+		err = fmt.Errorf("%w: this member has not run shop %s; ask the member that runs it (GET /state on a member names its holder)", err, *shop)
 	case errors.Is(err, fs.ErrNotExist):
 		err = fmt.Errorf("%w (set WATCHER_STATE_PATH to the watcher's state file)", err)
 	}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/internal/e2e"
+	"github.com/orderwatch/orderwatch/internal/testnats"
+)
+
+// TestDemoFleet: `watcher demo -shops 2` runs two fleet members sharing
+// two simulated shops: it prints events of both shops, each with its
+// shop, says which member runs which shop, and with -leave the second
+// member leaves and the first runs both; stopped, it ends with its
+// summary.
+func TestDemoFleet(t *testing.T) {
+	unsetWatcherEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errOut e2e.LockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "-shops", "2", "-orders", "5", "-rate", "5", "-interval", "1s", "-leave", "2s", "-for", "2m"}, &out, &errOut)
+	}()
+	event := func(shop string) *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  ` + shop + ` +#\d+ .* orders\.` + shop + `\.`)
+	}
+	moved := regexp.MustCompile(`(?s)member-2 leaves .*fleet: member-1 runs shop-001, shop-002\n`)
+	testnats.WaitForEvery(t, "events of both shops and the shops moved to member-1", 90*time.Second, 100*time.Millisecond, func() bool {
+		s := out.String()
+		return event("shop-001").MatchString(s) && event("shop-002").MatchString(s) && moved.MatchString(s)
+	})
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("demo: exit %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{"NATS and a fleet of two watcher members", "sub 'orders.>'", "kv watch orderwatch_lease", "fleet: member-"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the fleet demo's output lacks %q:\n%s", want, s)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if !regexp.MustCompile(`^summary: \d+ events printed for \d+ orders; the members made \d+ calls to the 2 shops \(\d+ logins?\) in \S+$`).MatchString(lines[len(lines)-1]) {
+		t.Errorf("the fleet demo's last line is not its summary: %q", lines[len(lines)-1])
+	}
+}

@@ -1,0 +1,189 @@
+package fleet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/orderwatch/orderwatch/pipeline"
+	"github.com/orderwatch/orderwatch/shops"
+)
+
+// Registry is one reading of a fleet's registry file made as a member
+// makes it (the same checks of every entry), for the commands that act on
+// one shop of a fleet: `watcher check`, `state`, `rescan` and `reset`
+// with -shop.
+type Registry struct {
+	Shops   []shops.Shop // the valid entries, sorted by id
+	Invalid []error      // a *shops.EntryError for each invalid entry
+	f       *Fleet       // builds the shops' configuration (shopConfig)
+}
+
+// ReadRegistry reads base.ShopsFile, checking every entry by the pipeline
+// configuration built from it as Serve does. A file that cannot be read or
+// parsed as a whole is a *pipeline.ConfigError. getenv resolves the
+// passwordEnv references [os.Getenv].
+func ReadRegistry(base *pipeline.Config, getenv func(string) string) (*Registry, error) {
+	if base.ShopsFile == "" {
+		return nil, pipeline.ConfigErrorf("%s_SHOPS_FILE is not set: -shop names a shop of a fleet's registry", pipeline.EnvPrefix)
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	instance := base.InstanceID
+	if instance == "" {
+		instance, _ = os.Hostname()
+	}
+	f := &Fleet{cfg: Config{Base: *base, StateDir: base.StateDir, Instance: instance, Getenv: getenv}}
+	up := shops.NewWatcher(base.ShopsFile, shops.Options{Check: f.Check, Getenv: getenv}).Load()
+	if up.FileErr != nil {
+		return nil, pipeline.ConfigErrorf("%s_SHOPS_FILE: %v", pipeline.EnvPrefix, up.FileErr)
+	}
+	return &Registry{Shops: up.Shops, Invalid: up.Invalid, f: f}, nil
+}
+
+// IDs lists the valid shops' ids.
+func (r *Registry) IDs() []string {
+	ids := make([]string, len(r.Shops))
+	for i, s := range r.Shops {
+		ids[i] = s.ID
+	}
+	return ids
+}
+
+// ShopConfigFor is ReadRegistry then ShopConfig(id), for a command's
+// -shop: every error is a *pipeline.ConfigError; an empty id is one that
+// lists the shops.
+func ShopConfigFor(base *pipeline.Config, id string, getenv func(string) string) (*pipeline.Config, error) {
+	r, err := ReadRegistry(base, getenv)
+	if err != nil {
+		return nil, err
+	}
+	if id == "" {
+		return nil, pipeline.ConfigErrorf("fleet mode (%s_SHOPS_FILE): name the shop with -shop (its shops: %s)", pipeline.EnvPrefix, r.Known())
+	}
+	c, err := r.ShopConfig(id)
+	if err != nil {
+		return nil, pipeline.ConfigErrorf("%v", err)
+	}
+	return c, nil
+}
+
+// Known lists the valid shops' ids for a message: the first 20, and how
+// many there are beyond.
+func (r *Registry) Known() string {
+	ids := r.IDs()
+	known := strings.Join(ids[:min(len(ids), 20)], ", ")
+	switch {
+	case len(ids) == 0:
+		known = "none"
+	case len(ids) > 20:
+		known += fmt.Sprintf(" ... (%d in all)", len(ids))
+	}
+	return known
+}
+
+// ShopConfig is the pipeline configuration of shop id exactly as the
+// member running it builds it (state file <WATCHER_STATE_DIR>/<id>.db,
+// subjects, stream, group key, credentials), except HTTPAddr: the
+// member's address followed by the shop's path, <WATCHER_HTTP_ADDR>/shops/<id>,
+// where the member running the shop serves its /state and /readyz
+// (pipeline.LocalURL keeps the path). An unknown id is an error listing
+// the known ones; an invalid entry is its *shops.EntryError.
+func (r *Registry) ShopConfig(id string) (*pipeline.Config, error) {
+	for _, s := range r.Shops {
+		if s.ID == id {
+			c, err := r.f.shopConfig(s)
+			if err != nil {
+				return nil, fmt.Errorf("shop %s: %w", id, err)
+			}
+			c.HTTPAddr = r.f.cfg.Base.HTTPAddr + shopPath(id)
+			return c, nil
+		}
+	}
+	for _, err := range r.Invalid {
+		var ee *shops.EntryError
+		if errors.As(err, &ee) && ee.ID == id {
+			return nil, fmt.Errorf("shop %s: invalid entry in %s: %w", id, r.f.cfg.Base.ShopsFile, err)
+		}
+	}
+	return nil, fmt.Errorf("shop %q is not in %s (its shops: %s)", id, r.f.cfg.Base.ShopsFile, r.Known())
+}
+
+func shopPath(id string) string { return "/shops/" + id }
+
+// HeldElsewhere asks the member at the address of a ShopConfig (GET
+// /state of the fleet) whether another member holds the shop's lease:
+// that member's name; "" when this member holds it, nobody does, or no
+// member answers there. A state file read here is then not current.
+func HeldElsewhere(ctx context.Context, shop *pipeline.Config) string {
+	base := strings.TrimSuffix(pipeline.LocalURL(shop.HTTPAddr), shopPath(shop.ShopID))
+	var rep Report
+	code, body, err := pipeline.GetLocal(ctx, base, "/state")
+	if err != nil || code != http.StatusOK || json.Unmarshal(body, &rep) != nil {
+		return ""
+	}
+	for _, s := range rep.Shops {
+		if s.ID == shop.ShopID && s.Holder != rep.Instance {
+			return s.Holder
+		}
+	}
+	return ""
+}
+
+// CheckAll is `watcher check` of a whole fleet: every shop is checked
+// (pipeline.Check, one after the other) and gets one line on w, "ok   shop
+// ID" (with its count of warnings, and the member running it when that is
+// another) or "FAIL shop ID: " and its first failure; an invalid entry is
+// a failure too. It reports whether all passed. version names the binary
+// in the checks' User-Agent.
+func (r *Registry) CheckAll(ctx context.Context, version string, w io.Writer) bool {
+	fmt.Fprintf(w, "ok   registry %s: %d shops, %d invalid entries (details of one: watcher check -shop ID)\n", r.f.cfg.Base.ShopsFile, len(r.Shops), len(r.Invalid))
+	passed := len(r.Invalid) == 0
+	for _, err := range r.Invalid {
+		fmt.Fprintln(w, "FAIL", err)
+	}
+	for _, id := range r.IDs() {
+		cfg, err := r.ShopConfig(id)
+		var out bytes.Buffer
+		if err == nil && !pipeline.Check(ctx, cfg, version, &out) {
+			err = firstFailure(&out)
+		}
+		if err != nil {
+			passed = false
+			fmt.Fprintf(w, "FAIL shop %s: %v\n", id, err)
+			continue
+		}
+		warnings := ""
+		switch n := strings.Count("\n"+out.String(), "\nWARN "); n {
+		case 0:
+		case 1:
+			warnings = " (1 warning)"
+		default:
+			warnings = fmt.Sprintf(" (%d warnings)", n)
+		}
+		if h := HeldElsewhere(ctx, cfg); h != "" {
+			warnings += " (runs on " + h + ": checked with a session of its own)"
+		}
+		fmt.Fprintf(w, "ok   shop %s%s\n", id, warnings)
+	}
+	return passed
+}
+
+// firstFailure is the first FAIL line of a check's report, as an error.
+func firstFailure(report io.Reader) error {
+	sc := bufio.NewScanner(report)
+	for sc.Scan() {
+		if why, ok := strings.CutPrefix(sc.Text(), "FAIL "); ok {
+			return errors.New(why)
+		}
+	}
+	return errors.New("failed")
+}
