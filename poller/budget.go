@@ -74,6 +74,15 @@ func (b *Budget) rate() float64 {
 	return b.share * float64(b.limit) / longPeriod.Seconds()
 }
 
+// Rate is the bucket's refill in calls a second, and false while the
+// service has not named its daily limit.
+func (b *Budget) Rate() (float64, bool) {
+	if b.limit == 0 {
+		return 0, false
+	}
+	return b.rate(), true
+}
+
 func (b *Budget) capacity() float64 {
 	return b.rate() * budgetBurst.Seconds()
 }
