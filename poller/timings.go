@@ -20,7 +20,7 @@ const TimingsRecord = "timings"
 
 // Bounds and pace of the derived settle and overlap.
 const (
-	SettleFloor    = 2 * time.Second
+	SettleFloor    = time.Second
 	SettleCeiling  = 30 * time.Second
 	OverlapFloor   = 10 * time.Second
 	OverlapCeiling = 10 * time.Minute

@@ -44,18 +44,18 @@ func TestTimingsFromLateArrivals(t *testing.T) {
 		t.Fatalf("after a probe that found nothing: due after 5 min %v, after 10 min %v; want the next in 10 minutes", tm.ProbeDue(now.Add(5*time.Minute)), tm.ProbeDue(now.Add(10*time.Minute)))
 	}
 
-	// One commit visible 8 s late under a 2 s settle (lag 10 s) widens
+	// One commit visible 8 s late under a 1 s settle (lag 9 s) widens
 	// the overlap, not the settle; five of them widen both at once.
 	now = now.Add(time.Minute)
 	tm.Observe(now, []time.Duration{8 * time.Second}, poller.SettleFloor, poller.OverlapFloor, false)
 	in = tm.InForce()
-	if in.Settle != poller.SettleFloor || in.Overlap != 20*time.Second || in.OverlapSource != poller.SourceLate {
-		t.Fatalf("after one lag of 10 s: settle %v overlap %v (%s); want the settle floor and 20s (late_arrivals)", in.Settle, in.Overlap, in.OverlapSource)
+	if in.Settle != poller.SettleFloor || in.Overlap != 18*time.Second || in.OverlapSource != poller.SourceLate {
+		t.Fatalf("after one lag of 9 s: settle %v overlap %v (%s); want the settle floor and 18s (late_arrivals)", in.Settle, in.Overlap, in.OverlapSource)
 	}
-	tm.Observe(now, []time.Duration{8 * time.Second, 7 * time.Second, 8 * time.Second, 8 * time.Second}, poller.SettleFloor, 20*time.Second, false)
+	tm.Observe(now, []time.Duration{8 * time.Second, 7 * time.Second, 8 * time.Second, 8 * time.Second}, poller.SettleFloor, 18*time.Second, false)
 	in = tm.InForce()
-	if in.Settle != 10*time.Second || in.Overlap != 20*time.Second || in.SettleSource != poller.SourceLate {
-		t.Fatalf("after five lags of 9-10 s: settle %v overlap %v (%s); want 10s and 20s at once (late_arrivals)", in.Settle, in.Overlap, in.SettleSource)
+	if in.Settle != 9*time.Second || in.Overlap != 18*time.Second || in.SettleSource != poller.SourceLate {
+		t.Fatalf("after five lags of 8-9 s: settle %v overlap %v (%s); want 9s and 18s at once (late_arrivals)", in.Settle, in.Overlap, in.SettleSource)
 	}
 
 	// Shrinking waits for the lag to age out (a day), then goes step by step.
@@ -70,8 +70,8 @@ func TestTimingsFromLateArrivals(t *testing.T) {
 	now = now.Add(24 * time.Hour)
 	tm.Observe(now, nil, prev.Settle, prev.Overlap, false)
 	in = tm.InForce()
-	if in.Settle != 8*time.Second || in.Overlap != 16*time.Second {
-		t.Fatalf("after a day without late arrivals: settle %v overlap %v; want one step down (8s, 16s)", in.Settle, in.Overlap)
+	if in.Settle != 7200*time.Millisecond || in.Overlap != 14400*time.Millisecond {
+		t.Fatalf("after a day without late arrivals: settle %v overlap %v; want one step down (7.2s, 14.4s)", in.Settle, in.Overlap)
 	}
 	now = now.Add(time.Minute)
 	tm.Observe(now, nil, in.Settle, in.Overlap, false)
