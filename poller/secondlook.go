@@ -39,8 +39,11 @@ const (
 	lookFill = 0.85
 	lookMost = 0.95
 	// densityWeight is the weight of the newest sweep in the measured
-	// density of changes (an exponentially weighted mean).
-	densityWeight = 0.2
+	// density of changes (an exponentially weighted mean), measured on
+	// windows of at most densityWindow (a catch-up's window holds each
+	// order once however often it changed: not a sweep's density).
+	densityWeight = 0.5
+	densityWindow = time.Minute
 )
 
 // secondLook is the Run loop's state of the split re-read (not persisted:
@@ -84,8 +87,8 @@ func (l *secondLook) swept(st Stats, err error, overlap time.Duration, page int6
 	if err != nil || st.Watermark.IsZero() {
 		return
 	}
-	if w := st.Hi.Sub(st.Lo).Seconds(); !st.Baseline && w >= 1 {
-		d := float64(st.Entries) / w
+	if w := st.Hi.Sub(st.Lo); !st.Baseline && w >= time.Second && w <= densityWindow {
+		d := float64(st.Entries) / w.Seconds()
 		if l.density == 0 {
 			l.density = d
 		} else {

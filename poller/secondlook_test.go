@@ -62,9 +62,14 @@ func TestSecondLookBookkeeping(t *testing.T) {
 	if got := l.reread(ov, 2*time.Second, 0, 0.48, false); got != ov {
 		t.Fatalf("first sweep under an explicit overlap reads %v; want the overlap", got)
 	}
-	// The first sweep: window [wm-70s, t0], verified: checked = t0 - overlap.
+	// The first sweep: window [wm-70s, t0], verified: checked = t0 - overlap;
+	// a catch-up's window (over a minute) measures no density.
 	l.swept(Stats{Lo: t0.Add(-70 * time.Second), Hi: t0, Watermark: t0, Entries: 1400}, nil, ov, 250)
-	if !l.checked.Equal(t0.Add(-ov)) || l.density != 20 || l.page != 250 {
+	if !l.checked.Equal(t0.Add(-ov)) || l.density != 0 || l.page != 250 {
+		t.Fatalf("after the first sweep: checked %v density %g page %d", l.checked, l.density, l.page)
+	}
+	l.swept(Stats{Lo: t0.Add(-ov - 3*time.Second), Hi: t0.Add(2 * time.Second), Watermark: t0, Entries: 300}, nil, ov, 250)
+	if !l.checked.Equal(t0.Add(-ov)) || l.density != 20 {
 		t.Fatalf("after the first sweep: checked %v density %g page %d", l.checked, l.density, l.page)
 	}
 	if got := l.reread(ov, 2*time.Second, 0, 0.48, true); got != freshOverlap || !l.split {
