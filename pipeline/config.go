@@ -66,7 +66,7 @@ type Config struct {
 	OutboxMax int    `envconfig:"OUTBOX_MAX" default:"100000" desc:"Outbox entries at most; when full the sweep pauses"`
 
 	PollInterval   time.Duration `envconfig:"POLL_INTERVAL" desc:"Time between the starts of two sweeps (the floor when set); unset: derived from the call budget and the measured cost of a sweep (2.08 s for a one-call sweep at 0.25 of 166,000 calls a day; 5 s until the service names its daily limit)"`
-	Settle         time.Duration `envconfig:"SETTLE" desc:"A sweep reads up to server time minus this; unset: derived from the measured late arrivals (90th percentile of their lag, 2s..30s)"`
+	Settle         time.Duration `envconfig:"SETTLE" desc:"A sweep reads up to server time minus this; unset: derived from the measured late arrivals (90th percentile of their lag, 1s..30s)"`
 	Overlap        time.Duration `envconfig:"OVERLAP" desc:"Each sweep re-reads this much before the watermark (late commits); unset: derived from the measured late arrivals (twice the latest, 10s..10m; a sweep every 5 min reads 10m back)"`
 	StartFrom      StartFrom     `envconfig:"START_FROM" default:"720h" desc:"First sweep starts here: RFC 3339 time or a duration back from now"`
 	BaselineEvents bool          `envconfig:"BASELINE_EVENTS" default:"false" desc:"Emit events for the orders the first sweep records"`

@@ -74,6 +74,15 @@ func (b *Budget) rate() float64 {
 	return b.share * float64(b.limit) / longPeriod.Seconds()
 }
 
+// Rate is the bucket's refill in calls a second, and false while the
+// service has not named its daily limit.
+func (b *Budget) Rate() (float64, bool) {
+	if b.limit == 0 {
+		return 0, false
+	}
+	return b.rate(), true
+}
+
 func (b *Budget) capacity() float64 {
 	return b.rate() * budgetBurst.Seconds()
 }
@@ -321,14 +330,21 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 
 // derivedShare is the part of the refill the derived pace spends at a
 // bucket level of level calls (of c), when a sweep costs cost in the long
-// run: all of it while the bucket is full but for a few sweeps (the long-run
-// cost is an estimate: what it misses shows as a bucket below full), less
-// as the bucket runs lower, down to 0.9 (a drained bucket refills while the
-// sweeps stay nearly as fresh), and down to budgetFloor deep in debt (a
-// burst larger than the bucket is paid back).
+// run. In the bucket's upper half: all of it while the bucket is full but
+// for a few sweeps (the long-run cost is an estimate: what it misses shows
+// as a bucket below full), less as the bucket runs lower, down to 0.9, so
+// that the bucket stays full for the bursts (a first sync, a catch-up). In
+// its lower half: all of it, the level held (a bucket a burst spent, or a
+// busy week drained, refills in the hours that cost less than the
+// long-run mean, not by slower sweeps: every hour spends the share, no
+// more, no less). In debt: 0.9 of it, down to budgetFloor deep in debt
+// (a burst larger than the bucket is paid back).
 func derivedShare(level, c, cost float64) float64 {
-	if level >= 0 {
+	switch {
+	case level >= c/2:
 		return min(1, max(0.9, 1-2*(c-5*cost-level)/c))
+	case level >= 0:
+		return 1
 	}
 	return max(budgetFloor, 0.9*(1+level/c))
 }

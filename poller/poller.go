@@ -185,6 +185,7 @@ type Stats struct {
 	Calls        int       // search calls made
 	Pages        int       // pages read
 	Orders       int       // entries read (rescans included)
+	Entries      int       // entries the verified slices held (each once)
 	Slices       int       // verified slices committed
 	Rescans      int       // scans that failed verification and were redone
 	BadEntries   int
@@ -226,6 +227,10 @@ type Stats struct {
 	// in the Calls, Pages, Orders, Events and LateArrivals above.
 	Timings InForce
 	Probe   bool
+	// SecondLook says the part of the window that left the overlap was
+	// read once more after the sweep (secondlook.go); its figures are in
+	// the ones above.
+	SecondLook bool
 }
 
 // EventCount is the number of events of all types.
@@ -260,6 +265,11 @@ type Poller struct {
 	// that lacks the changes of updatedAt alone), an entry the snapshot
 	// lacks says nothing about commits arriving late.
 	covered time.Time
+	// reread is what the next sweep reads below the watermark (0: the
+	// overlap); Run sets it (secondlook.go). page is the service's page
+	// size, as its envelopes say.
+	reread time.Duration
+	page   int64
 
 	rescan atomic.Pointer[rescanRequest] // a rescan waiting for the end of a sweep (rescan.go)
 }

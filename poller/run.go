@@ -91,7 +91,7 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 	// second or every saveEvery calls: a process killed inside a long
 	// sweep (a first sync) leaves what it spent in the state file, less
 	// what it made since the last save.
-	var opStart, lastSave time.Time
+	var opStart, opStartPrev, lastSave time.Time
 	unsaved := 0
 	onCall := func(newCalls int) {
 		var n int
@@ -134,14 +134,45 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		width    time.Duration // of its last slice
 		started  time.Time
 	}
+	look := &secondLook{} // the overlap's re-read, split off (secondlook.go)
+	// reread reads [from, to] again between two sweeps (a second look, a
+	// probe's slice): its calls are charged as they go out and counted in
+	// the pace as part of the sweep they follow, and its figures are added
+	// to the sweep's (st). stop: ctx ended; the budget is saved.
+	reread := func(st *Stats, from, to time.Time, maxCalls int, width *time.Duration) (rs Stats, next time.Time, err error, stop bool) {
+		rs, next, err = p.Recheck(ctx, from, to, maxCalls, width)
+		now := p.cfg.Now()
+		in := progressed
+		pc := charged(rs.Calls)
+		rc.Budget.Take(now, pc, throttle())
+		rc.Budget.Extra(in + pc) // taken call by call (onCall) and now
+		st.Charged += in + pc
+		if ctx.Err() != nil {
+			if rc.OnBudget != nil {
+				rc.OnBudget(rc.Budget.Snapshot())
+			}
+			return rs, next, err, true
+		}
+		st.Calls += rs.Calls
+		st.Pages += rs.Pages
+		st.Orders += rs.Orders
+		st.Rescans += rs.Rescans
+		st.BadEntries += rs.BadEntries
+		for typ, n := range rs.Events {
+			st.Events[typ] += n
+		}
+		return rs, next, err, false
+	}
 	for {
 		p.applyRescan() // between two sweeps (rescan.go)
 		if rc.Timings != nil {
 			// Sweeps run one at a time, in this goroutine: the sweep reads
 			// its settle and overlap from the config.
 			p.cfg.Settle, p.cfg.Overlap = rc.Timings.Next()
+			rate, _ := rc.Budget.Rate()
+			p.reread = look.reread(p.cfg.Overlap, p.cfg.Settle, rc.Interval, rate, rc.Timings.InForce().OverlapSource != SourceExplicit)
 		}
-		opStart = p.cfg.Now()
+		opStartPrev, opStart = opStart, p.cfg.Now()
 		st, err := p.Sweep(ctx)
 		inSweep := progressed
 		rest := charged(st.Calls)
@@ -168,8 +199,35 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		if rc.Timings != nil {
 			rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
 			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
+			look.swept(st, err, p.cfg.Overlap, p.page)
+			if from, to, ok := look.due(st.Watermark, p.cfg.Overlap, st.Start.Sub(opStartPrev)); ok && err == nil {
+				// The second look: what left the overlap, read once more,
+				// the whole window first (no slice width carried over).
+				rs, next, lerr, stop := reread(&st, from, to, 2, nil)
+				if stop {
+					return nil
+				}
+				look.checked = next
+				// Found below the overlap, but missed by the sweeps that read
+				// its second within freshOverlap only: late by about that.
+				late := make([]time.Duration, len(rs.LateArrivals))
+				for i, d := range rs.LateArrivals {
+					late[i] = min(d, min(freshOverlap, p.cfg.Overlap/2))
+				}
+				st.LateArrivals = append(st.LateArrivals, late...)
+				st.SecondLook = true
+				now = p.cfg.Now()
+				rc.Timings.Observe(now, late, p.cfg.Settle, p.cfg.Overlap, false)
+				if lerr != nil {
+					p.log.Warn("the second look at the window that left the overlap ended early; the next one goes on from there", "from", next.Format(time.RFC3339), "err", lerr)
+				}
+			}
 			if err == nil && !probe.on && !st.Watermark.IsZero() && rc.Timings.ProbeDue(now) {
-				probe.on, probe.next, probe.to, probe.width, probe.started = true, st.Watermark.Add(-OverlapCeiling), st.Watermark.Add(-p.cfg.Overlap), 0, now
+				to := st.Watermark.Add(-p.cfg.Overlap)
+				if !look.checked.IsZero() && look.checked.Before(to) {
+					to = look.checked // above it: the second look's
+				}
+				probe.on, probe.next, probe.to, probe.width, probe.started = true, st.Watermark.Add(-rc.Timings.ProbeWindow()), to, 0, now
 			}
 			// Where the short period leaves no room for a call besides the
 			// sweeps', a probe slice would delay the next sweep: it waits
@@ -178,33 +236,17 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			if probe.on && (slack(throttle(), pace) || now.Sub(probe.started) >= probeEvery) {
 				// One slice of the probe after each sweep: a change waits
 				// behind at most one slice of old pages.
-				rs, next, rerr := p.Recheck(ctx, probe.next, probe.to, 1, &probe.width)
-				now = p.cfg.Now()
-				inProbe := progressed
-				pc := charged(rs.Calls)
-				rc.Budget.Take(now, pc, throttle())
-				rc.Budget.Extra(inProbe + pc) // taken call by call (onCall) and now
-				st.Charged += inProbe + pc
-				if ctx.Err() != nil {
-					if rc.OnBudget != nil {
-						rc.OnBudget(rc.Budget.Snapshot())
-					}
+				rs, next, rerr, stop := reread(&st, probe.next, probe.to, 1, &probe.width)
+				if stop {
 					return nil
 				}
+				now = p.cfg.Now()
 				probe.next = next
 				done := rerr != nil || !next.Before(probe.to)
 				rc.Timings.Observe(now, rs.LateArrivals, p.cfg.Settle, p.cfg.Overlap, done)
 				probe.on = !done
 				st.Probe = true
-				st.Calls += rs.Calls
-				st.Pages += rs.Pages
-				st.Orders += rs.Orders
-				st.Rescans += rs.Rescans
-				st.BadEntries += rs.BadEntries
 				st.LateArrivals = append(st.LateArrivals, rs.LateArrivals...)
-				for typ, n := range rs.Events {
-					st.Events[typ] += n
-				}
 				if rerr != nil {
 					p.log.Warn("a probe of the window below the overlap ended early; the next one reads it again", "from", probe.next.Format(time.RFC3339), "err", rerr)
 				}

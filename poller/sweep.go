@@ -72,7 +72,11 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	}
 	lo := p.cfg.StartFrom.Truncate(time.Second)
 	if !meta.Watermark.IsZero() {
-		lo = meta.Watermark.Add(-p.cfg.Overlap)
+		reread := p.cfg.Overlap
+		if p.reread > 0 {
+			reread = p.reread // a second look reads the rest (secondlook.go)
+		}
+		lo = meta.Watermark.Add(-reread)
 	}
 	if meta.BaselineDone && date.Add(-p.cfg.Settle).Before(lo) && hi.After(date.Add(-p.cfg.Settle)) {
 		// The Date says the service's clock lies below the window: a Date
@@ -180,6 +184,7 @@ func (s *sweep) run(ctx context.Context, lo, hi time.Time) error {
 		if err != nil {
 			return err
 		}
+		s.st.Entries += int(total)
 		if !done.Before(hi) {
 			return s.unverified
 		}
@@ -213,6 +218,7 @@ func (s *sweep) slice(ctx context.Context, lo, hi time.Time) (time.Time, int64, 
 			return lo, 0, err
 		}
 		ipp := max(first.ItemsPerPage, 1)
+		s.p.page = ipp
 		s.want = int64(cfg.SlicePages) * ipp
 		pages := (first.TotalsCount + ipp - 1) / ipp
 		if pages > int64(cfg.SlicePages) && hi.Sub(lo) >= time.Second {

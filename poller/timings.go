@@ -20,7 +20,7 @@ const TimingsRecord = "timings"
 
 // Bounds and pace of the derived settle and overlap.
 const (
-	SettleFloor    = 2 * time.Second
+	SettleFloor    = time.Second
 	SettleCeiling  = 30 * time.Second
 	OverlapFloor   = 10 * time.Second
 	OverlapCeiling = 10 * time.Minute
@@ -36,8 +36,15 @@ const (
 	// overlap in force below the watermark is read again (a probe, one
 	// slice after each sweep: the newest window first), and so a change
 	// that arrived later than the overlap is found (and published): every
-	// one up to OverlapCeiling - probeEvery late.
-	probeEvery = 5 * time.Minute
+	// one up to OverlapCeiling - probeEvery late. A probe that finds
+	// nothing doubles the time to the next, up to probeEveryMax, and its
+	// window grows with it (probeLate + the time between probes), so that
+	// the probes cost in proportion to what they find and still find every
+	// change up to probeLate late; one that finds a change later than the
+	// overlap brings it back to probeEvery.
+	probeEvery    = 5 * time.Minute
+	probeEveryMax = time.Hour
+	probeLate     = OverlapCeiling - probeEvery
 	// settleSamples: settle follows the lags once the day has this many.
 	// One slow commit widens the overlap (re-reading costs calls), not the
 	// settle (every change would wait for it).
@@ -71,6 +78,8 @@ type InForce struct {
 	LateArrivals  int       `json:"lateArrivals"`
 	BeyondOverlap int64     `json:"beyondOverlap"`
 	LastProbe     time.Time `json:"lastProbe,omitzero"`
+	// ProbeEvery is the time from the last probe to the next.
+	ProbeEvery time.Duration `json:"-"`
 }
 
 // Timings sizes settle and overlap from the late arrivals the sweeps
@@ -93,6 +102,7 @@ type Timings struct {
 	rec     timingsRecord
 	in      InForce
 	unsaved bool // the record changed since it was saved
+	found   bool // a change beyond the overlap was found since the last probe ended
 }
 
 // timingsRecord is the record's JSON shape.
@@ -105,6 +115,10 @@ type timingsRecord struct {
 	Changed       time.Time `json:"changed"` // last widening or shrinking step
 	Probe         time.Time `json:"probe,omitzero"`
 	BeyondOverlap int64     `json:"beyondOverlap"`
+	// ProbeEveryMs is the time from one probe to the next (probeEvery
+	// after a probe that found a change beyond the overlap, doubled after
+	// each that found none).
+	ProbeEveryMs int64 `json:"probeEveryMs,omitempty"`
 	// IntervalMs and IntervalSource are the pace last in force (for the
 	// state report of a stopped watcher).
 	IntervalMs     int64  `json:"intervalMs,omitempty"`
@@ -139,6 +153,7 @@ func NewTimings(cfg TimingsConfig) *Timings {
 	t.rec.clamp()
 	t.in.BeyondOverlap = t.rec.BeyondOverlap
 	t.in.LastProbe = t.rec.Probe
+	t.in.ProbeEvery = t.every()
 	t.in.Interval = time.Duration(t.rec.IntervalMs) * time.Millisecond
 	t.in.IntervalSource = t.rec.IntervalSource
 	t.apply()
@@ -162,6 +177,7 @@ func (r *timingsRecord) clamp() {
 	}
 	r.BeyondOverlap = max(r.BeyondOverlap, 0)
 	r.IntervalMs = max(r.IntervalMs, 0)
+	r.ProbeEveryMs = clampMs(r.ProbeEveryMs, probeEvery, probeEveryMax)
 }
 
 func clampMs(ms int64, lo, hi time.Duration) int64 {
@@ -206,7 +222,20 @@ func (t *Timings) Next() (settle, overlap time.Duration) {
 func (t *Timings) ProbeDue(now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.cfg.Overlap <= 0 && t.in.Overlap < OverlapCeiling && (t.rec.Probe.IsZero() || now.Sub(t.rec.Probe) >= probeEvery || now.Before(t.rec.Probe))
+	return t.cfg.Overlap <= 0 && t.in.Overlap < OverlapCeiling && (t.rec.Probe.IsZero() || now.Sub(t.rec.Probe) >= t.every() || now.Before(t.rec.Probe))
+}
+
+// every is the time from one probe to the next. Called with mu held.
+func (t *Timings) every() time.Duration {
+	return time.Duration(t.rec.ProbeEveryMs) * time.Millisecond
+}
+
+// ProbeWindow is how far below the watermark a probe starting now reads:
+// probeLate plus the time between probes (10 minutes at first).
+func (t *Timings) ProbeWindow() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return probeLate + t.every()
 }
 
 // SetInterval records the pace in force (Budget.Pace) for the reports.
@@ -242,6 +271,7 @@ func (t *Timings) Observe(now time.Time, late []time.Duration, settle, overlap t
 		t.rec.Lags = append(t.rec.Lags, lagSample{At: now, Ms: lag.Milliseconds()})
 		dirty = true
 		if d > inForce {
+			t.found = true
 			t.rec.BeyondOverlap++
 			t.in.BeyondOverlap = t.rec.BeyondOverlap
 			t.log.Warn("a change arrived later than the overlap in force: a probe sweep found it (it is published); the overlap is widened",
@@ -251,6 +281,13 @@ func (t *Timings) Observe(now time.Time, late []time.Duration, settle, overlap t
 	if probe {
 		t.rec.Probe = now
 		t.in.LastProbe = now
+		if t.found {
+			t.rec.ProbeEveryMs = probeEvery.Milliseconds()
+		} else {
+			t.rec.ProbeEveryMs = min(2*t.rec.ProbeEveryMs, probeEveryMax.Milliseconds())
+		}
+		t.found = false
+		t.in.ProbeEvery = t.every()
 		dirty = true
 	}
 	// Forget what is older than a day, and beyond the last lagSamples.

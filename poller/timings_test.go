@@ -40,22 +40,22 @@ func TestTimingsFromLateArrivals(t *testing.T) {
 	if _, ov := tm.Next(); tm.ProbeDue(now.Add(time.Minute)) || ov != poller.OverlapFloor {
 		t.Fatalf("a minute after a probe: overlap %v probe due %v; want the floor, no probe", ov, tm.ProbeDue(now.Add(time.Minute)))
 	}
-	if !tm.ProbeDue(now.Add(5 * time.Minute)) {
-		t.Fatal("5 minutes after a probe: no probe due")
+	if tm.ProbeDue(now.Add(5*time.Minute)) || !tm.ProbeDue(now.Add(10*time.Minute)) {
+		t.Fatalf("after a probe that found nothing: due after 5 min %v, after 10 min %v; want the next in 10 minutes", tm.ProbeDue(now.Add(5*time.Minute)), tm.ProbeDue(now.Add(10*time.Minute)))
 	}
 
-	// One commit visible 8 s late under a 2 s settle (lag 10 s) widens
+	// One commit visible 8 s late under a 1 s settle (lag 9 s) widens
 	// the overlap, not the settle; five of them widen both at once.
 	now = now.Add(time.Minute)
 	tm.Observe(now, []time.Duration{8 * time.Second}, poller.SettleFloor, poller.OverlapFloor, false)
 	in = tm.InForce()
-	if in.Settle != poller.SettleFloor || in.Overlap != 20*time.Second || in.OverlapSource != poller.SourceLate {
-		t.Fatalf("after one lag of 10 s: settle %v overlap %v (%s); want the settle floor and 20s (late_arrivals)", in.Settle, in.Overlap, in.OverlapSource)
+	if in.Settle != poller.SettleFloor || in.Overlap != 18*time.Second || in.OverlapSource != poller.SourceLate {
+		t.Fatalf("after one lag of 9 s: settle %v overlap %v (%s); want the settle floor and 18s (late_arrivals)", in.Settle, in.Overlap, in.OverlapSource)
 	}
-	tm.Observe(now, []time.Duration{8 * time.Second, 7 * time.Second, 8 * time.Second, 8 * time.Second}, poller.SettleFloor, 20*time.Second, false)
+	tm.Observe(now, []time.Duration{8 * time.Second, 7 * time.Second, 8 * time.Second, 8 * time.Second}, poller.SettleFloor, 18*time.Second, false)
 	in = tm.InForce()
-	if in.Settle != 10*time.Second || in.Overlap != 20*time.Second || in.SettleSource != poller.SourceLate {
-		t.Fatalf("after five lags of 9-10 s: settle %v overlap %v (%s); want 10s and 20s at once (late_arrivals)", in.Settle, in.Overlap, in.SettleSource)
+	if in.Settle != 9*time.Second || in.Overlap != 18*time.Second || in.SettleSource != poller.SourceLate {
+		t.Fatalf("after five lags of 8-9 s: settle %v overlap %v (%s); want 9s and 18s at once (late_arrivals)", in.Settle, in.Overlap, in.SettleSource)
 	}
 
 	// Shrinking waits for the lag to age out (a day), then goes step by step.
@@ -70,8 +70,8 @@ func TestTimingsFromLateArrivals(t *testing.T) {
 	now = now.Add(24 * time.Hour)
 	tm.Observe(now, nil, prev.Settle, prev.Overlap, false)
 	in = tm.InForce()
-	if in.Settle != 8*time.Second || in.Overlap != 16*time.Second {
-		t.Fatalf("after a day without late arrivals: settle %v overlap %v; want one step down (8s, 16s)", in.Settle, in.Overlap)
+	if in.Settle != 7200*time.Millisecond || in.Overlap != 14400*time.Millisecond {
+		t.Fatalf("after a day without late arrivals: settle %v overlap %v; want one step down (7.2s, 14.4s)", in.Settle, in.Overlap)
 	}
 	now = now.Add(time.Minute)
 	tm.Observe(now, nil, in.Settle, in.Overlap, false)
@@ -99,6 +99,44 @@ func TestTimingsFromLateArrivals(t *testing.T) {
 	again := poller.NewTimings(poller.TimingsConfig{Records: store})
 	if got := again.InForce(); got.Overlap != in.Overlap || got.Settle != in.Settle || got.BeyondOverlap != 1 || got.LateArrivals != in.LateArrivals {
 		t.Fatalf("after a restart: %+v; want %+v", got, in)
+	}
+}
+
+// TestProbesBackOffWhileTheyFindNothing: each probe that finds nothing
+// doubles the time to the next, up to an hour, and its window grows with it
+// (5 minutes late plus the time between probes); one that finds a change
+// beyond the overlap brings the probes back to every 5 minutes; a restart
+// keeps the pace.
+func TestProbesBackOffWhileTheyFindNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	store := openStore(t, path)
+	tm := poller.NewTimings(poller.TimingsConfig{Records: store})
+	if w := tm.ProbeWindow(); w != 10*time.Minute {
+		t.Fatalf("first probe's window %v; want 10m (5 minutes late, 5 minutes between probes)", w)
+	}
+	now := t0
+	for _, want := range []time.Duration{10 * time.Minute, 20 * time.Minute, 40 * time.Minute, time.Hour, time.Hour} {
+		tm.Observe(now, nil, poller.SettleFloor, poller.OverlapFloor, true)
+		if tm.ProbeDue(now.Add(want-time.Second)) || !tm.ProbeDue(now.Add(want)) {
+			t.Fatalf("after a probe that found nothing: next due %v later? want exactly %v", want, want)
+		}
+		if w := tm.ProbeWindow(); w != 5*time.Minute+want {
+			t.Fatalf("window %v; want %v", w, 5*time.Minute+want)
+		}
+		now = now.Add(want)
+	}
+	store.Close()
+	store = openStore(t, path)
+	defer store.Close()
+	tm = poller.NewTimings(poller.TimingsConfig{Records: store})
+	if tm.ProbeDue(now.Add(-time.Minute)) || tm.InForce().ProbeEvery != time.Hour {
+		t.Fatalf("after a restart: probes every %v; want the hour kept", tm.InForce().ProbeEvery)
+	}
+	// A slice of a probe finds a change 2 minutes late; the probe ends.
+	tm.Observe(now, []time.Duration{2 * time.Minute}, poller.SettleFloor, poller.OverlapFloor, false)
+	tm.Observe(now, nil, poller.SettleFloor, 2*(2*time.Minute+poller.SettleFloor), true)
+	if !tm.ProbeDue(now.Add(5*time.Minute)) || tm.ProbeWindow() != 10*time.Minute {
+		t.Fatalf("after a probe that found a change beyond the overlap: every %v, window %v; want 5m, 10m", tm.InForce().ProbeEvery, tm.ProbeWindow())
 	}
 }
 
