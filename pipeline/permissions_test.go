@@ -187,8 +187,9 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// TestPermissionsDocumented: the NATS user in docs/operations.md is
-// NATSPermissions of its example shop, as a nats-server configuration.
+// TestPermissionsDocumented: the NATS user in docs/operations.md and the
+// chart's README is NATSPermissions of its example shop, as a nats-server
+// configuration (the README links it).
 func TestPermissionsDocumented(t *testing.T) {
 	c := testConfig(t, "https://p12345.my.plentysystems.com", "")
 	c.ShopID, c.Stream, c.SubjectPrefix, c.LeaseBucket, c.Lease = "shop-a", "ORDERS_A", "orders_a", "orderwatch_a", true
@@ -201,7 +202,7 @@ func TestPermissionsDocumented(t *testing.T) {
 		"    publish: { allow: [\n        " + list(p.Publish) + "\n    ] }\n" +
 		"    subscribe: { allow: [" + list(p.Subscribe) + "] }\n" +
 		"    allow_responses: true\n  }\n} ] }\n```\n"
-	for _, file := range []string{"../docs/operations.md", "../README.md", "../deploy/helm/orderwatch/README.md"} {
+	for _, file := range []string{"../docs/operations.md", "../deploy/helm/orderwatch/README.md"} {
 		doc, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
