@@ -28,7 +28,7 @@ func TestTimingsVisible(t *testing.T) {
 	})
 	for name, want := range map[string]float64{
 		"orderwatch_poll_interval_seconds":                                   2.082,
-		"orderwatch_settle_seconds":                                          2,
+		"orderwatch_settle_seconds":                                          1,
 		"orderwatch_overlap_seconds":                                         10,
 		`orderwatch_timing_source_info{source="budget",timing="interval"}`:   1,
 		`orderwatch_timing_source_info{source="default",timing="settle"}`:    1,
@@ -43,7 +43,7 @@ func TestTimingsVisible(t *testing.T) {
 	_, body := e2e.Get(base + "/state")
 	var rep pipeline.Report
 	if err := json.Unmarshal([]byte(body), &rep); err != nil || rep.Timings == nil || rep.Timings.IntervalSeconds != 2.082 || rep.Timings.IntervalSource != "budget" ||
-		rep.Timings.SettleSeconds != 2 || rep.Timings.OverlapSource != "default" || rep.Timings.LastProbe.IsZero() {
+		rep.Timings.SettleSeconds != 1 || rep.Timings.OverlapSource != "default" || rep.Timings.LastProbe.IsZero() {
 		t.Errorf("GET /state timings: %s (%v)", body, err)
 	}
 	stop()
@@ -51,7 +51,7 @@ func TestTimingsVisible(t *testing.T) {
 	if code := runState(context.Background(), nil, &out, &errOut); code != exitOK {
 		t.Fatalf("watcher state: exit %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"interval       2.082s (budget)", "settle         2s (default)", "overlap        10s (default;"} {
+	for _, want := range []string{"interval       2.082s (budget)", "settle         1s (default)", "overlap        10s (default;"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("watcher state after the stop: no %q in\n%s", want, out.String())
 		}
