@@ -121,6 +121,7 @@ type Fleet struct {
 	bound    bool                   // the buckets are bound
 	buckets  *replica.Buckets       // the shops' hot-standby buckets, once bound
 	builds   chan struct{}          // pipelines being built (a slot each)
+	restores chan struct{}          // pipelines taking over a shop's state (replica.Config.Takeovers)
 	lastPlan Plan
 	lastView View
 
@@ -157,6 +158,7 @@ func New(cfg Config) (*Fleet, error) {
 		wake: make(chan struct{}, 1), registry: map[string]shops.Shop{}, runs: map[string]*run{},
 		stopping: map[*run]struct{}{}, members: map[string]Member{}, holders: map[string]lease.Value{},
 		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{}, builds: make(chan struct{}, buildsAtOnce),
+		restores: make(chan struct{}, takeoversAtOnce),
 	}
 	f.m = newMetrics(cfg.Registerer, f)
 	return f, nil
@@ -480,6 +482,13 @@ func (f *Fleet) decide(ctx context.Context) {
 // of hundreds of shops does not wait for them one by one.
 const buildsAtOnce = 8
 
+// takeoversAtOnce bounds the pipelines restoring a shop's state at once
+// (replica.Config.Takeovers): after a member died, its hundreds of shops
+// are taken over a few dozen at a time instead of all asking NATS for
+// their checkpoint, dump and stream at the same moment, which slowed every
+// request down (the leases' renewals too) so far that each took seconds.
+const takeoversAtOnce = 16
+
 // startLocked starts a shop's pipeline: built in the background (a run
 // without its pipeline yet is starting), its replica then contends for
 // the lease and, holding it, restores the group's state and calls the
@@ -543,6 +552,7 @@ func (f *Fleet) build(ctx context.Context, s shops.Shop, buckets *replica.Bucket
 	return pipeline.New(cfg, pipeline.Options{
 		Logger: f.cfg.Logger.With("shop", s.ID), Registerer: reg, Gatherer: f.cfg.Gatherer, Version: f.cfg.Version,
 		Replica: f.cfg.Replica, Conn: f.cfg.NC, NoHTTP: true, StreamOwner: streamOwner(f.cfg.Base), Buckets: buckets,
+		Takeovers: f.restores,
 	})
 }
 

@@ -55,6 +55,9 @@ type Options struct {
 	// replica.ShopConflictError) and the lease's key is not watched by a
 	// consumer of its own (the process calls WakeLease).
 	Buckets *replica.Buckets
+	// Takeovers bounds the takeovers at once of the pipelines of a process
+	// (replica.Config.Takeovers); nil: unbounded.
+	Takeovers chan struct{}
 }
 
 // Watcher is one shop's wired pipeline: client -> poller -> state ->
@@ -230,7 +233,7 @@ func (w *Watcher) newReplica() *replica.Replica {
 		Key: w.cfg.GroupKey(), LegacyKey: w.cfg.LegacyGroupKey(), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
 		Shop: w.cfg.Shop(), ShopURL: w.cfg.PlentyURL, Source: w.cfg.EventSource(),
 		Own: []string{publisher.PublisherRecord}, Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
-		Buckets: w.opt.Buckets,
+		Buckets: w.opt.Buckets, Takeovers: w.opt.Takeovers,
 	})
 }
 

@@ -95,6 +95,14 @@ type Config struct {
 	// its lease key with a consumer of its own (the process watches the
 	// bucket and calls WakeLease when the key is deleted or expires).
 	Buckets *Buckets
+	// Takeovers, when set, is shared by the replicas of a process: at most
+	// cap(Takeovers) of them restore the group's state at once (a fleet
+	// member taking over hundreds of shops after another died would
+	// otherwise ask NATS for every shop's checkpoint, dump and stream at
+	// the same moment: every request slows down, the leases' renewals
+	// too). A replica waiting for its turn holds the lease and calls
+	// nothing.
+	Takeovers chan struct{}
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // the hot standby's metrics; nil: none
@@ -350,7 +358,7 @@ func (r *Replica) setup(ctx context.Context) bool {
 		}
 		r.setupErr.Store(err.Error())
 		switch {
-		case warned:
+		case warned, ctx.Err() != nil: // stopped while binding (a fleet's lost race)
 		case errors.Is(err, ErrShopConflict):
 			r.log.Error("hot standby: refusing to join the group of another shop; no call to the shop", "err", err)
 		default:
