@@ -347,7 +347,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, b pipeline.Config
 		maxBytes = -1
 	}
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: b.Stream, Description: "orderwatch order change events (CloudEvents; Nats-Msg-Id = event id)",
+		Name: b.Stream, Description: "orderwatch order change events (CloudEvents; Nats-Msg-Id = <shop>:<event id>)",
 		Metadata: map[string]string{publisher.MetaShop: streamOwner(b)},
 		Subjects: []string{b.SubjectPrefix + ".>"}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
 		Discard: jetstream.DiscardOld, Duplicates: b.DuplicateWindow, MaxAge: b.StreamMaxAge, MaxBytes: maxBytes, Replicas: b.StreamReplicas,

@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,9 +147,28 @@ func TestFleetProcessScale(t *testing.T) {
 		victim.name, len(moved), pct(took, 50), pct(took, 99), took[len(took)-1].Round(time.Millisecond), byVictim, overlapping, loadAvg())
 	for _, p := range ps {
 		l := p.log.String()
-		t.Logf("%s log: %d lines, %d \"cannot be reached yet\", %d \"maximum consumers\", %d errors", p.name, strings.Count(l, "\n"),
-			strings.Count(l, "cannot be reached yet"), strings.Count(l, "maximum consumers"), strings.Count(l, "level=ERROR")+strings.Count(l, `"level":"ERROR"`))
+		t.Logf("%s log (warnings and errors): %d lines, %d \"cannot be reached yet\", %d \"maximum consumers\"; most frequent: %s", p.name, strings.Count(l, "\n"),
+			strings.Count(l, "cannot be reached yet"), strings.Count(l, "maximum consumers"), frequent(l, 4))
 	}
+}
+
+// frequent names the n most frequent messages of a log (JSON or text
+// lines) with their counts.
+func frequent(log string, n int) string {
+	re := regexp.MustCompile(`"msg":"([^"]*)"|msg="([^"]*)"`)
+	count := map[string]int{}
+	for line := range strings.Lines(log) {
+		if m := re.FindStringSubmatch(line); m != nil {
+			count[m[1]+m[2]]++
+		}
+	}
+	msgs := slices.Collect(maps.Keys(count))
+	slices.SortFunc(msgs, func(a, b string) int { return count[b] - count[a] })
+	var out []string
+	for _, m := range msgs[:min(n, len(msgs))] {
+		out = append(out, fmt.Sprintf("%d× %q", count[m], m))
+	}
+	return strings.Join(out, ", ")
 }
 
 // waitEvery is e2e.WaitFor at a gentler pace: a report of a thousand

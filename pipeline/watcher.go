@@ -51,9 +51,10 @@ type Options struct {
 	// Buckets are the hot standby's buckets, bound once by the process for
 	// all its pipelines (a fleet, replica.BindBuckets, after it ensured the
 	// stream): the pipeline binds none itself, New makes no request to
-	// NATS (the replica refuses another shop's group before any call, see
-	// replica.ShopConflictError) and the lease's key is not watched by a
-	// consumer of its own (the process calls WakeLease).
+	// NATS (the replica checks the stream and refuses another shop's group
+	// before any call, see replica.ShopConflictError) and the lease's key
+	// is not watched by a consumer of its own (the process calls
+	// WakeLease).
 	Buckets *replica.Buckets
 	// Takeovers bounds the takeovers at once of the pipelines of a process
 	// (replica.Config.Takeovers); nil: unbounded.

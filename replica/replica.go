@@ -90,10 +90,11 @@ type Config struct {
 	Limits []string
 	// Buckets, when set, are the group's buckets bound once by the
 	// process for all its replicas (a fleet, BindBuckets): this replica
-	// binds nothing itself, does not look the stream up (EnsureStream and
-	// Replicas are not used: the process ensured it) and does not watch
-	// its lease key with a consumer of its own (the process watches the
-	// bucket and calls WakeLease when the key is deleted or expires).
+	// binds none itself (Bucket, TTL and Replicas are not used; the
+	// stream is still ensured first, EnsureStream: created again when
+	// gone) and does not watch its lease key with a consumer of its own
+	// (the process watches the bucket and calls WakeLease when the key is
+	// deleted or expires).
 	Buckets *Buckets
 	// Takeovers, when set, is shared by the replicas of a process: at most
 	// cap(Takeovers) of them restore the group's state at once (a fleet
@@ -406,14 +407,14 @@ func BindBuckets(ctx context.Context, js jetstream.JetStream, name string, ttl t
 
 // buckets binds the group's buckets, or takes Config.Buckets.
 func (r *Replica) buckets(ctx context.Context, js jetstream.JetStream) (*Buckets, error) {
-	if b := r.cfg.Buckets; b != nil {
-		return b, nil
-	}
 	// The stream first: the buckets' replicas follow its own.
 	if r.cfg.EnsureStream != nil {
 		if err := r.cfg.EnsureStream(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if b := r.cfg.Buckets; b != nil {
+		return b, nil
 	}
 	replicas := r.cfg.Replicas
 	if replicas <= 0 {
