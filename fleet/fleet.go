@@ -368,9 +368,9 @@ func (f *Fleet) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
 	defer t.Stop()
 	for {
 		f.mu.Lock()
-		n := len(f.runs)
+		n, starting := len(f.runs), f.startingLocked(time.Now())
 		f.mu.Unlock()
-		m := Member{Instance: f.cfg.Instance, Host: f.cfg.Host, Nonce: f.nonce, Shops: n, Since: f.since.UTC(), At: time.Now().UTC()}
+		m := Member{Instance: f.cfg.Instance, Host: f.cfg.Host, Nonce: f.nonce, Shops: n, Starting: starting, Since: f.since.UTC(), At: time.Now().UTC()}
 		b, _ := json.Marshal(m)
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.MemberTTL/3)
 		if _, err := kv.Put(pctx, key, b); err != nil && ctx.Err() == nil {
@@ -385,11 +385,31 @@ func (f *Fleet) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
 	}
 }
 
+// startingLocked are the shops this member started less than the orphan
+// grace ago whose lease it does not hold yet (Member.Starting).
+func (f *Fleet) startingLocked(now time.Time) []string {
+	var out []string
+	for id, r := range f.runs {
+		if r.reason != "" || now.Sub(r.started) >= f.cfg.OrphanGrace {
+			continue
+		}
+		if h, ok := f.holders[r.keys[0]]; ok && h.Instance == f.cfg.Instance {
+			continue
+		}
+		if h, ok := f.holders[r.keys[1]]; ok && h.Instance == f.cfg.Instance {
+			continue
+		}
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // view is what Decide needs, read now.
 func (f *Fleet) viewLocked(now time.Time) View {
 	v := View{
 		Self: f.cfg.Instance, Members: map[string]int{}, Holder: map[string]string{}, FreeFor: map[string]time.Duration{},
-		Running: map[string]bool{}, Stopping: len(f.stopping), Cooldown: map[string]bool{},
+		Running: map[string]bool{}, Stopping: len(f.stopping), Cooldown: map[string]bool{}, Starting: map[string]string{},
 		Slack: f.cfg.Slack, OrphanGrace: f.cfg.OrphanGrace,
 	}
 	for _, m := range f.members {
@@ -397,6 +417,11 @@ func (f *Fleet) viewLocked(now time.Time) View {
 			continue // no expiry marker seen (an older server): stale
 		}
 		v.Members[m.Instance] = m.Shops
+		if m.Instance != f.cfg.Instance {
+			for _, id := range m.Starting {
+				v.Starting[id] = m.Instance
+			}
+		}
 	}
 	v.Members[f.cfg.Instance] = len(f.runs)
 	for id, s := range f.registry {

@@ -18,10 +18,13 @@ import (
 // third of the bucket's TTL: a member that stops announcing (killed,
 // partitioned) drops out of the others' count after the TTL.
 type Member struct {
-	Instance string    `json:"instance"`
-	Host     string    `json:"host"`
-	Nonce    string    `json:"nonce"`
-	Shops    int       `json:"shops"` // shops it runs (active or starting)
+	Instance string `json:"instance"`
+	Host     string `json:"host"`
+	Nonce    string `json:"nonce"`
+	Shops    int    `json:"shops"` // shops it runs (active or starting)
+	// Starting are the shops whose pipeline it started less than the
+	// orphan grace ago and whose lease it does not hold yet (View.Starting).
+	Starting []string  `json:"starting,omitempty"`
 	Since    time.Time `json:"since"`
 	At       time.Time `json:"at"` // the writer's wall clock at this announcement
 }
