@@ -103,6 +103,19 @@ func TestDecodeRefuses(t *testing.T) {
 	if _, err := events.Decode(nats.Header{"Nats-Msg-Id": {ev.ID}}, b); err != nil {
 		t.Errorf("without Content-Type: %v", err)
 	}
+	// The Nats-Msg-Id of a shop's event names the shop (events.MsgID); the
+	// shop must be the message's own.
+	shopHdr := nats.Header{"Nats-Msg-Id": {events.MsgID("berlin", ev.ID)}, "Orderwatch-Shop": {"berlin"}}
+	if _, err := events.Decode(shopHdr, b); err != nil {
+		t.Errorf("with the shop's Nats-Msg-Id: %v", err)
+	}
+	shopHdr.Set("Orderwatch-Shop", "paris")
+	if _, err := events.Decode(shopHdr, b); !errors.Is(err, events.ErrNotEvent) {
+		t.Errorf("with another shop's Nats-Msg-Id: %v, want ErrNotEvent", err)
+	}
+	if got := events.EventIDOfMsgID(events.MsgID("berlin", ev.ID)); got != ev.ID {
+		t.Errorf("EventIDOfMsgID = %q, want %q", got, ev.ID)
+	}
 	for _, junk := range []string{``, `[]`, `{"specversion":"1.0"`, `{} {}`} {
 		if _, err := events.Unmarshal([]byte(junk)); !errors.Is(err, events.ErrNotEvent) {
 			t.Errorf("Unmarshal(%q) = %v", junk, err)

@@ -3,9 +3,12 @@ package events
 import (
 	"fmt"
 	"mime"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderwatch/orderwatch/shopid"
 )
 
 // ContentType is the Content-Type header of every message: CloudEvents
@@ -17,8 +20,9 @@ const ContentType = "application/cloudevents+json"
 // present, must be application/cloudevents+json (parameters such as
 // charset are allowed); the data is the whole event (Unmarshal). A message
 // without the header is read as structured too (orderwatch always sets it;
-// a tool that copies messages may drop it). A Nats-Msg-Id header must equal
-// the event id.
+// a tool that copies messages may drop it). A Nats-Msg-Id header must name
+// the event: its id, or MsgID of the message's shop (the Orderwatch-Shop
+// header) and its id.
 func Decode(h nats.Header, data []byte) (Event, error) {
 	if ct := h.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -30,10 +34,32 @@ func Decode(h nats.Header, data []byte) (Event, error) {
 	if err != nil {
 		return e, err
 	}
-	if id := h.Get(nats.MsgIdHdr); id != "" && id != e.ID {
+	if id := h.Get(nats.MsgIdHdr); id != "" && id != e.ID && id != MsgID(h.Get(shopid.Header), e.ID) {
 		return e, fmt.Errorf("%w: header %s %q differs from the event id %q", ErrNotEvent, nats.MsgIdHdr, id, e.ID)
 	}
 	return e, nil
+}
+
+// MsgID is the Nats-Msg-Id of an event of a shop: "<shop>:<event id>"
+// (a shop id has no ':'), the event id alone without a shop. The event id
+// hashes the order, not the shop: in a stream shared by shops, two shops
+// making the same change of the same order id in the same second would
+// otherwise share a Nats-Msg-Id and the stream would drop the second as a
+// duplicate. Consumers key on the event id (Event.ID), never on this.
+func MsgID(shop, id string) string {
+	if shop == "" {
+		return id
+	}
+	return shop + ":" + id
+}
+
+// EventIDOfMsgID is the event id in a Nats-Msg-Id (MsgID, or an event id
+// alone as an earlier version sent it).
+func EventIDOfMsgID(msgID string) string {
+	if i := strings.LastIndexByte(msgID, ':'); i >= 0 {
+		return msgID[i+1:]
+	}
+	return msgID
 }
 
 // FromMsg decodes the event of a JetStream message (a consumer's Fetch,

@@ -25,6 +25,13 @@ type View struct {
 	// Cooldown are shops this member gave up a moment ago: not taken
 	// back before another member had its chance.
 	Cooldown map[string]bool
+	// Starting are free shops another member announced it is starting
+	// (shop -> member; Member.Starting, for less than OrphanGrace): not
+	// contended for, the member that started them gets their lease
+	// (without it, members that filled their share dropped out of the
+	// others' "members with room" and the others raced them for the
+	// shops they were still starting).
+	Starting map[string]string
 	// Slack is how many shops above its fair share a member keeps before
 	// it gives one up.
 	Slack int
@@ -100,7 +107,7 @@ func Decide(v View) Plan {
 	}
 	var first, orphans, late []string
 	for _, id := range v.Shops {
-		if v.Running[id] || v.Holder[id] != "" || v.Cooldown[id] {
+		if v.Running[id] || v.Holder[id] != "" || v.Cooldown[id] || (v.Starting[id] != "" && v.Starting[id] != v.Self) {
 			continue
 		}
 		switch {

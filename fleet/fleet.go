@@ -119,6 +119,9 @@ type Fleet struct {
 	freeAt   map[string]time.Time   // shop -> first seen free
 	cooldown map[string]time.Time   // shop -> given up at
 	bound    bool                   // the buckets are bound
+	buckets  *replica.Buckets       // the shops' hot-standby buckets, once bound
+	builds   chan struct{}          // pipelines being built (a slot each)
+	restores chan struct{}          // pipelines taking over a shop's state (replica.Config.Takeovers)
 	lastPlan Plan
 	lastView View
 
@@ -128,7 +131,8 @@ type Fleet struct {
 // run is one shop's pipeline in this member.
 type run struct {
 	shop    shops.Shop
-	w       *pipeline.Watcher
+	keys    [2]string         // the group's lease keys: Config.GroupKey, LegacyGroupKey
+	w       *pipeline.Watcher // nil while it is built (guarded by Fleet.mu)
 	cancel  context.CancelFunc
 	done    chan struct{}
 	started time.Time
@@ -153,7 +157,8 @@ func New(cfg Config) (*Fleet, error) {
 		cfg: cfg, log: cfg.Logger.With("component", "fleet"), nonce: hex.EncodeToString(b[:]), since: time.Now(),
 		wake: make(chan struct{}, 1), registry: map[string]shops.Shop{}, runs: map[string]*run{},
 		stopping: map[*run]struct{}{}, members: map[string]Member{}, holders: map[string]lease.Value{},
-		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{},
+		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{}, builds: make(chan struct{}, buildsAtOnce),
+		restores: make(chan struct{}, takeoversAtOnce),
 	}
 	f.m = newMetrics(cfg.Registerer, f)
 	return f, nil
@@ -240,9 +245,10 @@ func (f *Fleet) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var leases, members jetstream.KeyValue
+	var members jetstream.KeyValue
+	var buckets *replica.Buckets
 	for {
-		leases, members, err = f.bind(ctx, js)
+		buckets, members, err = f.bind(ctx, js)
 		if err == nil {
 			break
 		}
@@ -254,15 +260,15 @@ func (f *Fleet) Run(ctx context.Context) error {
 		}
 	}
 	f.mu.Lock()
-	f.bound = true
+	f.bound, f.buckets = true, buckets
 	f.mu.Unlock()
 	wctx, stopWatch := context.WithCancel(ctx)
 	hctx, stopHeartbeat := context.WithCancel(ctx)
 	beating := make(chan struct{})
 	go func() { defer close(beating); f.heartbeat(hctx, members) }()
 	var watchers sync.WaitGroup
-	watchers.Go(func() { followKV(wctx, members, &f.mu, &f.members, decodeMember, f.poke) })
-	watchers.Go(func() { followKV(wctx, leases, &f.mu, &f.holders, decodeHolder, f.poke) })
+	watchers.Go(func() { followKV(wctx, members, &f.mu, &f.members, decodeMember, sameMember, f.membersChanged) })
+	watchers.Go(func() { followKV(wctx, buckets.Lease, &f.mu, &f.holders, decodeHolder, sameHolder, f.leaseChanged) })
 	// One announcement round before the first decision: members started
 	// together see each other and do not all take everything.
 	select {
@@ -292,9 +298,10 @@ func (f *Fleet) Run(ctx context.Context) error {
 	return nil
 }
 
-// bind creates (or binds) the lease bucket, the members bucket and the
-// shared stream.
-func (f *Fleet) bind(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, jetstream.KeyValue, error) {
+// bind creates (or binds) the shared stream, the buckets of the shops'
+// hot standby (lease, checkpoint, snapshot: bound once here and handed to
+// every pipeline) and the members bucket.
+func (f *Fleet) bind(ctx context.Context, js jetstream.JetStream) (*replica.Buckets, jetstream.KeyValue, error) {
 	b := f.cfg.Base
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -311,7 +318,7 @@ func (f *Fleet) bind(ctx context.Context, js jetstream.JetStream) (jetstream.Key
 		}
 		replicas = max(s.CachedInfo().Config.Replicas, 1)
 	}
-	leases, _, err := lease.Bucket(bctx, js, b.LeaseBucket+"_lease", b.LeaseTTL, lease.Replicas(replicas))
+	buckets, err := replica.BindBuckets(bctx, js, b.LeaseBucket, b.LeaseTTL, replicas, f.log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -319,7 +326,7 @@ func (f *Fleet) bind(ctx context.Context, js jetstream.JetStream) (jetstream.Key
 	if err != nil {
 		return nil, nil, err
 	}
-	return leases, members, nil
+	return buckets, members, nil
 }
 
 // streamOwner names the fleet as the owner of its shared stream (the
@@ -340,7 +347,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, b pipeline.Config
 		maxBytes = -1
 	}
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: b.Stream, Description: "orderwatch order change events (CloudEvents; Nats-Msg-Id = event id)",
+		Name: b.Stream, Description: "orderwatch order change events (CloudEvents; Nats-Msg-Id = <shop>:<event id>)",
 		Metadata: map[string]string{publisher.MetaShop: streamOwner(b)},
 		Subjects: []string{b.SubjectPrefix + ".>"}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
 		Discard: jetstream.DiscardOld, Duplicates: b.DuplicateWindow, MaxAge: b.StreamMaxAge, MaxBytes: maxBytes, Replicas: b.StreamReplicas,
@@ -361,9 +368,9 @@ func (f *Fleet) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
 	defer t.Stop()
 	for {
 		f.mu.Lock()
-		n := len(f.runs)
+		n, starting := len(f.runs), f.startingLocked(time.Now())
 		f.mu.Unlock()
-		m := Member{Instance: f.cfg.Instance, Host: f.cfg.Host, Nonce: f.nonce, Shops: n, Since: f.since.UTC(), At: time.Now().UTC()}
+		m := Member{Instance: f.cfg.Instance, Host: f.cfg.Host, Nonce: f.nonce, Shops: n, Starting: starting, Since: f.since.UTC(), At: time.Now().UTC()}
 		b, _ := json.Marshal(m)
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.MemberTTL/3)
 		if _, err := kv.Put(pctx, key, b); err != nil && ctx.Err() == nil {
@@ -378,11 +385,31 @@ func (f *Fleet) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
 	}
 }
 
+// startingLocked are the shops this member started less than the orphan
+// grace ago whose lease it does not hold yet (Member.Starting).
+func (f *Fleet) startingLocked(now time.Time) []string {
+	var out []string
+	for id, r := range f.runs {
+		if r.reason != "" || now.Sub(r.started) >= f.cfg.OrphanGrace {
+			continue
+		}
+		if h, ok := f.holders[r.keys[0]]; ok && h.Instance == f.cfg.Instance {
+			continue
+		}
+		if h, ok := f.holders[r.keys[1]]; ok && h.Instance == f.cfg.Instance {
+			continue
+		}
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // view is what Decide needs, read now.
 func (f *Fleet) viewLocked(now time.Time) View {
 	v := View{
 		Self: f.cfg.Instance, Members: map[string]int{}, Holder: map[string]string{}, FreeFor: map[string]time.Duration{},
-		Running: map[string]bool{}, Stopping: len(f.stopping), Cooldown: map[string]bool{},
+		Running: map[string]bool{}, Stopping: len(f.stopping), Cooldown: map[string]bool{}, Starting: map[string]string{},
 		Slack: f.cfg.Slack, OrphanGrace: f.cfg.OrphanGrace,
 	}
 	for _, m := range f.members {
@@ -390,6 +417,11 @@ func (f *Fleet) viewLocked(now time.Time) View {
 			continue // no expiry marker seen (an older server): stale
 		}
 		v.Members[m.Instance] = m.Shops
+		if m.Instance != f.cfg.Instance {
+			for _, id := range m.Starting {
+				v.Starting[id] = m.Instance
+			}
+		}
 	}
 	v.Members[f.cfg.Instance] = len(f.runs)
 	for id, s := range f.registry {
@@ -470,43 +502,103 @@ func (f *Fleet) decide(ctx context.Context) {
 	}
 }
 
-// startLocked builds and runs a shop's pipeline: its replica contends for
+// buildsAtOnce bounds the pipelines built at once (each opens its state
+// file and reads it). They are built outside the fleet's lock: a takeover
+// of hundreds of shops does not wait for them one by one.
+const buildsAtOnce = 8
+
+// takeoversAtOnce bounds the pipelines restoring a shop's state at once
+// (replica.Config.Takeovers): after a member died, its hundreds of shops
+// are taken over a few dozen at a time instead of all asking NATS for
+// their checkpoint, dump and stream at the same moment, which slowed every
+// request down (the leases' renewals too) so far that each took seconds.
+const takeoversAtOnce = 16
+
+// startLocked starts a shop's pipeline: built in the background (a run
+// without its pipeline yet is starting), its replica then contends for
 // the lease and, holding it, restores the group's state and calls the
 // shop.
 func (f *Fleet) startLocked(ctx context.Context, s shops.Shop) {
 	if f.runs[s.ID] != nil {
 		return
 	}
-	log := f.cfg.Logger.With("shop", s.ID)
+	// Stopped by stopLocked only: at the end of Run after the announcement
+	// is withdrawn (the others then take the shops at once).
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	kc := f.baseKeyConfig(s)
+	r := &run{shop: s, keys: [2]string{kc.GroupKey(), kc.LegacyGroupKey()}, cancel: cancel, done: make(chan struct{}), started: time.Now()}
+	f.runs[s.ID] = r
+	f.m.starts.Inc()
+	buckets := f.buckets
+	f.wg.Go(func() {
+		defer close(r.done)
+		w, err := f.build(rctx, s, buckets)
+		f.mu.Lock()
+		if err != nil {
+			if rctx.Err() == nil {
+				f.log.Error("fleet: the shop's pipeline cannot start", "shop", s.ID, "err", err)
+				f.m.startErrors.Inc()
+				f.cooldown[s.ID] = time.Now() // not at every tick
+			}
+			if f.runs[s.ID] == r {
+				delete(f.runs, s.ID)
+			}
+			f.mu.Unlock()
+			f.poke()
+			return
+		}
+		r.w = w
+		f.mu.Unlock()
+		_ = w.Run(rctx) // closes w, also when stopped while it was built
+	})
+	f.log.Info("fleet: contending for a shop", "shop", s.ID)
+}
+
+// build builds a shop's pipeline (one of buildsAtOnce) on the fleet's
+// buckets.
+func (f *Fleet) build(ctx context.Context, s shops.Shop, buckets *replica.Buckets) (*pipeline.Watcher, error) {
+	select {
+	case f.builds <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-f.builds }()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	cfg, err := f.shopConfig(s)
 	if err == nil {
 		err = cfg.Validate()
 	}
-	var w *pipeline.Watcher
-	if err == nil {
-		reg := prometheus.WrapRegistererWith(prometheus.Labels{"shop": s.ID}, f.cfg.Registerer)
-		w, err = pipeline.New(cfg, pipeline.Options{
-			Logger: log, Registerer: reg, Gatherer: f.cfg.Gatherer, Version: f.cfg.Version,
-			Replica: f.cfg.Replica, Conn: f.cfg.NC, NoHTTP: true, StreamOwner: streamOwner(f.cfg.Base),
-		})
-	}
 	if err != nil {
-		f.log.Error("fleet: the shop's pipeline cannot start", "shop", s.ID, "err", err)
-		f.m.startErrors.Inc()
-		f.cooldown[s.ID] = time.Now() // not at every tick
-		return
+		return nil, err
 	}
-	// Stopped by stopLocked only: at the end of Run after the announcement
-	// is withdrawn (the others then take the shops at once).
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &run{shop: s, w: w, cancel: cancel, done: make(chan struct{}), started: time.Now()}
-	f.runs[s.ID] = r
-	f.m.starts.Inc()
-	f.wg.Go(func() {
-		defer close(r.done)
-		_ = w.Run(rctx)
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"shop": s.ID}, f.cfg.Registerer)
+	return pipeline.New(cfg, pipeline.Options{
+		Logger: f.cfg.Logger.With("shop", s.ID), Registerer: reg, Gatherer: f.cfg.Gatherer, Version: f.cfg.Version,
+		Replica: f.cfg.Replica, Conn: f.cfg.NC, NoHTTP: true, StreamOwner: streamOwner(f.cfg.Base), Buckets: buckets,
+		Takeovers: f.restores,
 	})
-	f.log.Info("fleet: contending for a shop", "shop", s.ID)
+}
+
+// membersChanged: a member came, went or runs another number of shops.
+func (f *Fleet) membersChanged(string, bool) { f.poke() }
+
+// leaseChanged: a shop's lease changed hands; when it is gone (released or
+// expired), a pipeline of this member waiting for it tries at once (the
+// pipelines' leases watch no key of their own: one watch of the bucket
+// serves them all).
+func (f *Fleet) leaseChanged(key string, gone bool) {
+	if gone {
+		f.mu.Lock()
+		for _, r := range f.runs {
+			if r.w != nil && r.reason == "" && (r.keys[0] == key || r.keys[1] == key) {
+				r.w.WakeLease()
+			}
+		}
+		f.mu.Unlock()
+	}
+	f.poke()
 }
 
 // stopLocked stops a shop's pipeline in the background (it flushes,

@@ -334,13 +334,22 @@ func agentMember(agent string) string {
 // shop at once.
 func tenures(t *testing.T, shop string, cs []plentysim.Call) []string {
 	t.Helper()
-	var out []string
+	out, overlaps := splitTenures(shop, cs)
+	for _, o := range overlaps {
+		t.Error(o)
+	}
+	return out
+}
+
+// splitTenures is tenures without a test: the runs and the overlapping
+// calls.
+func splitTenures(shop string, cs []plentysim.Call) (out, overlaps []string) {
 	var end time.Time // the latest end of the current run's calls
 	for _, c := range cs {
 		m := agentMember(c.Agent)
 		if len(out) > 0 && out[len(out)-1] != m {
 			if c.Start.Before(end) {
-				t.Errorf("shop %s called by %s at %s while a call by %s ended only at %s", shop, m, c.Start.Format(time.StampMicro), out[len(out)-1], end.Format(time.StampMicro))
+				overlaps = append(overlaps, fmt.Sprintf("shop %s called by %s at %s while a call by %s ended only at %s", shop, m, c.Start.Format(time.StampMicro), out[len(out)-1], end.Format(time.StampMicro)))
 			}
 			end = time.Time{}
 		}
@@ -351,7 +360,7 @@ func tenures(t *testing.T, shop string, cs []plentysim.Call) []string {
 			end = c.End
 		}
 	}
-	return out
+	return out, overlaps
 }
 
 // TestFleetMemberKilled: three members share twelve shops, balanced; one

@@ -18,10 +18,13 @@ import (
 // third of the bucket's TTL: a member that stops announcing (killed,
 // partitioned) drops out of the others' count after the TTL.
 type Member struct {
-	Instance string    `json:"instance"`
-	Host     string    `json:"host"`
-	Nonce    string    `json:"nonce"`
-	Shops    int       `json:"shops"` // shops it runs (active or starting)
+	Instance string `json:"instance"`
+	Host     string `json:"host"`
+	Nonce    string `json:"nonce"`
+	Shops    int    `json:"shops"` // shops it runs (active or starting)
+	// Starting are the shops whose pipeline it started less than the
+	// orphan grace ago and whose lease it does not hold yet (View.Starting).
+	Starting []string  `json:"starting,omitempty"`
 	Since    time.Time `json:"since"`
 	At       time.Time `json:"at"` // the writer's wall clock at this announcement
 }
@@ -66,9 +69,11 @@ func memberKey(instance string) string {
 
 // followKV keeps *into (guarded by mu) equal to the live keys of kv,
 // decoded, until ctx ends: a value that does not decode is left out;
-// changed is called after every change. A watch that fails is started
-// again after a second, from a fresh copy.
-func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex, into *map[string]T, decode func([]byte) (T, bool), changed func()) {
+// changed is called after every change (gone: the key was deleted, expired
+// or holds no valid value) but a put that same says changes nothing the
+// decisions depend on (a lease renewed: no decision at every renewal). A
+// watch that fails is started again after a second, from a fresh copy.
+func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex, into *map[string]T, decode func([]byte) (T, bool), same func(a, b T) bool, changed func(key string, gone bool)) {
 	for ctx.Err() == nil {
 		w, err := kv.WatchAll(ctx)
 		if err == nil {
@@ -80,14 +85,18 @@ func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex,
 					continue // the initial values are all delivered
 				}
 				v, ok := decode(e.Value())
+				put := e.Operation() == jetstream.KeyValuePut && ok
 				mu.Lock()
-				if e.Operation() == jetstream.KeyValuePut && ok {
+				prev, had := (*into)[e.Key()]
+				if put {
 					(*into)[e.Key()] = v
 				} else {
 					delete(*into, e.Key())
 				}
 				mu.Unlock()
-				changed()
+				if !put || !had || !same(prev, v) {
+					changed(e.Key(), !put)
+				}
 			}
 			_ = w.Stop()
 		}
@@ -103,6 +112,16 @@ func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex,
 func decodeMember(b []byte) (Member, bool) {
 	var m Member
 	return m, json.Unmarshal(b, &m) == nil && m.Instance != ""
+}
+
+// sameMember: the same process announcing the same number of shops.
+func sameMember(a, b Member) bool {
+	return a.Instance == b.Instance && a.Nonce == b.Nonce && a.Shops == b.Shops
+}
+
+// sameHolder: the same process's tenure (a renewal).
+func sameHolder(a, b lease.Value) bool {
+	return a.Instance == b.Instance && a.Nonce == b.Nonce && a.Since.Equal(b.Since)
 }
 
 func decodeHolder(b []byte) (lease.Value, bool) {

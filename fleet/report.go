@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/orderwatch/orderwatch/pipeline"
 )
 
 // Shop states in the report and in orderwatch_fleet_shops{state}.
@@ -61,8 +63,9 @@ func (f *Fleet) Report() Report {
 		rep.FileErr = f.fileErr.Error()
 	}
 	type pending struct {
-		i int
-		r *run
+		i       int
+		w       *pipeline.Watcher // nil while it is built
+		started time.Time
 	}
 	var asks []pending
 	for _, id := range v.Shops {
@@ -73,7 +76,7 @@ func (f *Fleet) Report() Report {
 			sr.State, sr.Reason = StateStopping, r.reason
 		case r != nil:
 			sr.State = StateStarting
-			asks = append(asks, pending{len(rep.Shops), r})
+			asks = append(asks, pending{len(rep.Shops), r.w, r.started})
 		case sr.Holder != "":
 			sr.State = StateElsewhere
 		default:
@@ -86,12 +89,15 @@ func (f *Fleet) Report() Report {
 	var unready []string
 	for _, a := range asks {
 		sr := &rep.Shops[a.i]
-		ok, why := a.r.w.Ready()
-		if a.r.w.Working() {
-			sr.State = StateActive
+		ok, why := false, "its pipeline is being built"
+		if a.w != nil {
+			ok, why = a.w.Ready()
+			if a.w.Working() {
+				sr.State = StateActive
+			}
 		}
 		sr.Ready, sr.Reason = &ok, why
-		if !ok && (sr.State == StateActive || now.Sub(a.r.started) > startGrace) {
+		if !ok && (sr.State == StateActive || now.Sub(a.started) > startGrace) {
 			unready = append(unready, sr.ID+": "+why)
 		}
 	}
@@ -142,13 +148,20 @@ func (f *Fleet) Handler() http.Handler {
 	mux.HandleFunc("/shops/{id}/", func(rw http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		f.mu.Lock()
+		var w *pipeline.Watcher
 		run := f.runs[id]
-		f.mu.Unlock()
-		if run == nil {
-			http.Error(rw, fmt.Sprintf("shop %s does not run on this member (see /state)", id), http.StatusNotFound)
-			return
+		if run != nil {
+			w = run.w
 		}
-		http.StripPrefix("/shops/"+id, run.w.Handler()).ServeHTTP(rw, r)
+		f.mu.Unlock()
+		switch {
+		case run == nil:
+			http.Error(rw, fmt.Sprintf("shop %s does not run on this member (see /state)", id), http.StatusNotFound)
+		case w == nil:
+			http.Error(rw, fmt.Sprintf("shop %s is starting on this member: its pipeline is being built", id), http.StatusServiceUnavailable)
+		default:
+			http.StripPrefix("/shops/"+id, w.Handler()).ServeHTTP(rw, r)
+		}
 	})
 	return mux
 }

@@ -102,10 +102,14 @@ func TestFleetScale(t *testing.T) {
 
 	victim := ms[0]
 	moved := victim.active()
+	probe := w.probeNATS(t)
 	killed := time.Now()
 	victim.kill()
 	second := w.mutate(1)
 	waitStable(t, ms[1:], n, 5*time.Minute)
+	rtt := probe()
+	t.Logf("NATS round trip (a KV get from the test) from the kill until the survivors were stable: %d gets, p50 %v, p99 %v, max %v",
+		len(rtt), pct(rtt, 50), pct(rtt, 99), pct(rtt, 100))
 	w.waitEvents(append(first, second...), 2*time.Minute)
 	var took []time.Duration
 	churn := 0 // moved shops called by both survivors after the kill
@@ -148,4 +152,34 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// probeNATS times a KV get every 100 ms until the returned stop is
+// called, which returns the times sorted: how promptly the server answers
+// while the members work.
+func (w *world) probeNATS(t *testing.T) (stop func() []time.Duration) {
+	kv, err := w.js.KeyValue(t.Context(), "orderwatch_lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	out := make(chan []time.Duration)
+	go func() {
+		var d []time.Duration
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				slices.Sort(d)
+				out <- d
+				return
+			case <-tick.C:
+			}
+			at := time.Now()
+			_, _ = kv.Get(t.Context(), "probe")
+			d = append(d, time.Since(at))
+		}
+	}()
+	return func() []time.Duration { close(done); return <-out }
 }

@@ -64,6 +64,10 @@ type keeper struct {
 	create func(ctx context.Context) error
 	log    *slog.Logger
 	mu     sync.Mutex // one recreation at a time per handle
+	// existed is when a check last found the bucket (guarded by mu): a
+	// handle shared by many users (a fleet's pipelines) whose requests
+	// all time out at once checks once, not once per request in a row.
+	existed time.Time
 	// bound is the bucket's creation time (server clock) when it was
 	// bound (the lease bucket's, set by Bucket): New starts from it.
 	bound time.Time
@@ -85,9 +89,17 @@ func (k *keeper) heal(ctx context.Context, err error) bool {
 	if err == nil || ctx.Err() != nil || keyLevel(err) {
 		return false
 	}
+	failed := time.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if e := k.exists(ctx); !errors.Is(e, jetstream.ErrBucketNotFound) {
+	if k.existed.After(failed.Add(-time.Second)) {
+		return false // found there a moment ago, by a check of another failure
+	}
+	e := k.exists(ctx)
+	if e == nil {
+		k.existed = time.Now()
+	}
+	if !errors.Is(e, jetstream.ErrBucketNotFound) {
 		return false
 	}
 	if e := k.create(ctx); e != nil && !errors.Is(e, jetstream.ErrBucketExists) {

@@ -121,6 +121,11 @@ type Config struct {
 	Now func() time.Time
 	// Mono is the time elapsed on a clock that is never stepped [since New].
 	Mono func() time.Duration
+	// NoWatch: Run does not watch the key (a consumer per lease); a
+	// process that watches the whole bucket (a fleet) calls Wake when the
+	// key is deleted or expires. Without a Wake the lease finds the key
+	// free at its next attempt (every Renew).
+	NoWatch bool
 }
 
 // Lease is one process's view of the group's lease.
@@ -342,7 +347,9 @@ func (l *Lease) value(since time.Time) []byte {
 func (l *Lease) Run(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go l.watch(wctx)
+	if !l.cfg.NoWatch {
+		go l.watch(wctx)
+	}
 	for {
 		wait := l.step(ctx)
 		l.firstOnce.Do(func() { close(l.first) })
@@ -620,6 +627,15 @@ func (l *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
+// Wake makes Run try to acquire (or renew) now: the key was seen deleted
+// or expired (Config.NoWatch).
+func (l *Lease) Wake() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
 // watch wakes Run when the key is deleted or expires.
 func (l *Lease) watch(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -635,10 +651,7 @@ func (l *Lease) watch(ctx context.Context) {
 		}
 		for e := range w.Updates() {
 			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				select {
-				case l.wake <- struct{}{}:
-				default:
-				}
+				l.Wake()
 			}
 		}
 		_ = w.Stop()

@@ -48,6 +48,17 @@ type Options struct {
 	// StreamOwner names the owner of a stream shared by several shops (a
 	// fleet's): the stream's metadata names it instead of the shop.
 	StreamOwner string
+	// Buckets are the hot standby's buckets, bound once by the process for
+	// all its pipelines (a fleet, replica.BindBuckets, after it ensured the
+	// stream): the pipeline binds none itself, New makes no request to
+	// NATS (the replica checks the stream and refuses another shop's group
+	// before any call, see replica.ShopConflictError) and the lease's key
+	// is not watched by a consumer of its own (the process calls
+	// WakeLease).
+	Buckets *replica.Buckets
+	// Takeovers bounds the takeovers at once of the pipelines of a process
+	// (replica.Config.Takeovers); nil: unbounded.
+	Takeovers chan struct{}
 }
 
 // Watcher is one shop's wired pipeline: client -> poller -> state ->
@@ -190,7 +201,7 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 // (NATS slow, no permission to look) are left to the loops, which check
 // again and retry.
 func (w *Watcher) refuseOtherShop() error {
-	if !w.nc.IsConnected() {
+	if !w.nc.IsConnected() || w.opt.Buckets != nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -223,7 +234,16 @@ func (w *Watcher) newReplica() *replica.Replica {
 		Key: w.cfg.GroupKey(), LegacyKey: w.cfg.LegacyGroupKey(), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
 		Shop: w.cfg.Shop(), ShopURL: w.cfg.PlentyURL, Source: w.cfg.EventSource(),
 		Own: []string{publisher.PublisherRecord}, Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
+		Buckets: w.opt.Buckets, Takeovers: w.opt.Takeovers,
 	})
+}
+
+// WakeLease makes the hot standby's lease try to acquire now: its key was
+// seen deleted or expired (Options.Buckets). No-op without the hot standby.
+func (w *Watcher) WakeLease() {
+	if w.rep != nil {
+		w.rep.WakeLease()
+	}
 }
 
 // Ready says whether the pipeline does its job now, and why not (what

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/orderwatch/orderwatch/events"
 	"github.com/orderwatch/orderwatch/shopid"
 )
 
@@ -79,6 +80,7 @@ func (p *Publisher) coreBatch(ctx context.Context) (int, error) {
 		}
 		if p.shop != nil {
 			m.Header[shopid.Header] = p.shop
+			m.Header["Nats-Msg-Id"] = []string{events.MsgID(p.shop[0], e.ID)}
 		}
 		if err := p.nc.PublishMsg(m); err != nil {
 			return 0, fmt.Errorf("publish %s (outbox entry %d): %w", e.Subject, e.Seq, notConnected(err))

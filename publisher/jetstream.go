@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/events"
 	"github.com/orderwatch/orderwatch/shopid"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -18,11 +19,13 @@ import (
 // the same order, ready to be sent, or in flight. One allocation holds the
 // message and its id header.
 type pending struct {
-	msg  nats.Msg
-	id   [1]string
-	seq  uint64
-	key  string // the order id: the subject's last token
-	sent time.Time
+	msg nats.Msg
+	id  [1]string // the Nats-Msg-Id (events.MsgID: unique per shop)
+	// event is the event id (the outbox entry's).
+	event string
+	seq   uint64
+	key   string // the order id: the subject's last token
+	sent  time.Time
 }
 
 // orderKey is the last token of a subject: the order id of every subject of
@@ -34,6 +37,10 @@ func orderKey(subject string) string {
 func newPending(e *state.OutboxEntry, shop []string) *pending {
 	pe := &pending{seq: e.Seq, key: orderKey(e.Subject)}
 	pe.id[0] = e.ID
+	if shop != nil {
+		pe.id[0] = events.MsgID(shop[0], e.ID)
+	}
+	pe.event = e.ID
 	pe.msg = nats.Msg{
 		Subject: e.Subject,
 		Data:    e.Payload,

@@ -8,8 +8,13 @@
 // Every outbox entry is a ready CloudEvents JSON message (state.OutboxEntry).
 // It is published to the entry's subject with the headers
 //
-//	Nats-Msg-Id:  <event id>
-//	Content-Type: application/cloudevents+json
+//	Nats-Msg-Id:     <shop id>:<event id>  (events.MsgID; the event id alone without a shop)
+//	Content-Type:    application/cloudevents+json
+//	Orderwatch-Shop: <shop id>             (when Config.Shop is set)
+//
+// The shop in the Nats-Msg-Id keeps shops that share a stream apart: their
+// event ids hash the order, not the shop, and would collide for the same
+// change of the same order id in the same second.
 //
 // and deleted from the outbox only after the stream acknowledged it (PubAck).
 // A PubAck that reports a duplicate counts as an acknowledgement: it is the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/events"
 	"github.com/orderwatch/orderwatch/state"
 )
 
@@ -154,8 +155,10 @@ func (p *Publisher) stored(ctx context.Context, pe *pending) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	id := msg.Header.Get(jetstream.MsgIDHeader)
-	if id == pe.id[0] {
+	// An earlier version sent the event id alone as the Nats-Msg-Id
+	// (an upgrade with entries in flight): the event is the same.
+	id := events.EventIDOfMsgID(msg.Header.Get(jetstream.MsgIDHeader))
+	if id == pe.event {
 		return true, nil
 	}
 	// Another event of the order is the last on the subject. If it is a

@@ -96,7 +96,7 @@ func (p *Publisher) lookup(ctx context.Context) (jetstream.Stream, error) {
 func (p *Publisher) createStream(ctx context.Context, want string) (jetstream.Stream, error) {
 	cfg := jetstream.StreamConfig{
 		Name:        p.cfg.Stream,
-		Description: "orderwatch order change events (CloudEvents; Nats-Msg-Id = event id)",
+		Description: "orderwatch order change events (CloudEvents; Nats-Msg-Id = <shop>:<event id>)",
 		Subjects:    []string{want},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,

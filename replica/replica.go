@@ -88,6 +88,22 @@ type Config struct {
 	// sessions, the budget): the active writes them to the group when one
 	// is saved through Records (limits.go).
 	Limits []string
+	// Buckets, when set, are the group's buckets bound once by the
+	// process for all its replicas (a fleet, BindBuckets): this replica
+	// binds none itself (Bucket, TTL and Replicas are not used; the
+	// stream is still ensured first, EnsureStream: created again when
+	// gone) and does not watch its lease key with a consumer of its own
+	// (the process watches the bucket and calls WakeLease when the key is
+	// deleted or expires).
+	Buckets *Buckets
+	// Takeovers, when set, is shared by the replicas of a process: at most
+	// cap(Takeovers) of them restore the group's state at once (a fleet
+	// member taking over hundreds of shops after another died would
+	// otherwise ask NATS for every shop's checkpoint, dump and stream at
+	// the same moment: every request slows down, the leases' renewals
+	// too). A replica waiting for its turn holds the lease and calls
+	// nothing.
+	Takeovers chan struct{}
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // the hot standby's metrics; nil: none
@@ -343,7 +359,7 @@ func (r *Replica) setup(ctx context.Context) bool {
 		}
 		r.setupErr.Store(err.Error())
 		switch {
-		case warned:
+		case warned, ctx.Err() != nil: // stopped while binding (a fleet's lost race)
 		case errors.Is(err, ErrShopConflict):
 			r.log.Error("hot standby: refusing to join the group of another shop; no call to the shop", "err", err)
 		default:
@@ -357,35 +373,66 @@ func (r *Replica) setup(ctx context.Context) bool {
 	return false
 }
 
-func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
-	name := r.cfg.Bucket
+// Buckets are a group's buckets, bound (BindBuckets).
+type Buckets struct {
+	JS          jetstream.JetStream
+	Lease       jetstream.KeyValue // <bucket>_lease
+	TTL         time.Duration      // the lease bucket's TTL in force
+	Checkpoints jetstream.KeyValue // <bucket>_checkpoint
+	Dumps       jetstream.ObjectStore
+	Replicas    int // the buckets' replicas asked for
+	Name        string
+}
+
+// BindBuckets creates (or binds) the buckets <name>_lease (with ttl when
+// created), _checkpoint and _snapshot with replicas (at least 1; an
+// existing bucket with others is changed, see lease.Replicas). The handles
+// create a bucket again when it is found gone.
+func BindBuckets(ctx context.Context, js jetstream.JetStream, name string, ttl time.Duration, replicas int, log *slog.Logger) (*Buckets, error) {
+	opts := []lease.BucketOption{lease.Replicas(replicas), lease.BucketLogger(log)}
+	kv, ttl, err := lease.Bucket(ctx, js, name+"_lease", ttl, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ckv, err := lease.CheckpointBucket(ctx, js, name+"_checkpoint", opts...)
+	if err != nil {
+		return nil, err
+	}
+	dumps, err := mirror.DumpBucket(ctx, js, name+"_snapshot", opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Buckets{JS: js, Lease: kv, TTL: ttl, Checkpoints: ckv, Dumps: dumps, Replicas: replicas, Name: name}, nil
+}
+
+// buckets binds the group's buckets, or takes Config.Buckets.
+func (r *Replica) buckets(ctx context.Context, js jetstream.JetStream) (*Buckets, error) {
 	// The stream first: the buckets' replicas follow its own.
 	if r.cfg.EnsureStream != nil {
 		if err := r.cfg.EnsureStream(ctx); err != nil {
-			return err
+			return nil, err
 		}
+	}
+	if b := r.cfg.Buckets; b != nil {
+		return b, nil
 	}
 	replicas := r.cfg.Replicas
 	if replicas <= 0 {
 		s, err := js.Stream(ctx, r.cfg.Stream)
 		if err != nil {
-			return fmt.Errorf("stream %s: %w", r.cfg.Stream, err)
+			return nil, fmt.Errorf("stream %s: %w", r.cfg.Stream, err)
 		}
 		replicas = max(s.CachedInfo().Config.Replicas, 1)
 	}
-	opts := []lease.BucketOption{lease.Replicas(replicas), lease.BucketLogger(r.log)}
-	kv, ttl, err := lease.Bucket(ctx, js, name+"_lease", r.cfg.TTL, opts...)
+	return BindBuckets(ctx, js, r.cfg.Bucket, r.cfg.TTL, replicas, r.log)
+}
+
+func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
+	b, err := r.buckets(ctx, js)
 	if err != nil {
 		return err
 	}
-	ckv, err := lease.CheckpointBucket(ctx, js, name+"_checkpoint", opts...)
-	if err != nil {
-		return err
-	}
-	dumps, err := mirror.DumpBucket(ctx, js, name+"_snapshot", opts...)
-	if err != nil {
-		return err
-	}
+	js, kv, ttl, ckv, dumps, name, replicas := b.JS, b.Lease, b.TTL, b.Checkpoints, b.Dumps, b.Name, b.Replicas
 	key, err := handles{lease: kv, ckpt: ckv, dumps: dumps}.groupKey(ctx, r.cfg.Key, r.cfg.LegacyKey)
 	if err != nil {
 		return err
@@ -406,7 +453,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	}
 	l := lease.New(kv, ttl, lease.Config{
 		Key: key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Lock: r.cfg.FileLock, Shop: r.cfg.ShopURL, Logger: r.log,
-		Renew: r.cfg.Renew, Margin: r.cfg.Margin,
+		Renew: r.cfg.Renew, Margin: r.cfg.Margin, NoWatch: r.cfg.Buckets != nil,
 		OnChange: func(bool) {
 			select {
 			case r.changed <- struct{}{}:
@@ -421,6 +468,14 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	r.lease.Store(l)
 	r.log.Info("hot standby: lease", "key", key, "instance", r.cfg.Instance, "ttl", ttl.String(), "bucket", name+"_lease", "replicas", replicas)
 	return nil
+}
+
+// WakeLease makes the lease try to acquire (or renew) now: its key was
+// seen deleted or expired (Config.Buckets: the process watches the bucket).
+func (r *Replica) WakeLease() {
+	if l := r.lease.Load(); l != nil {
+		l.Wake()
+	}
 }
 
 // Key is the group's key in force: Config.Key, or Config.LegacyKey while

@@ -154,6 +154,15 @@ func (r *Replica) demote(ctx context.Context, ro *role) {
 func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error {
 	l := r.lease.Load()
 	start := time.Now()
+	if t := r.cfg.Takeovers; t != nil {
+		select {
+		case t <- struct{}{}:
+			defer func() { <-t }()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	waited := time.Since(start)
 	tctx, cancel := context.WithTimeout(ctx, r.cfg.TakeoverLimit)
 	defer cancel()
 	before, _ := r.cfg.Store.Meta()
@@ -208,7 +217,7 @@ func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error 
 	r.takeovers.Inc()
 	m, _ := r.cfg.Store.Meta()
 	r.log.Info("active replica: calling the shop", "instance", r.cfg.Instance, "restored_from_group", restored,
-		"watermark", m.Watermark.Format(time.RFC3339), "mirrored_seq", r.mirror.Seq(), "took_ms", time.Since(start).Milliseconds())
+		"watermark", m.Watermark.Format(time.RFC3339), "mirrored_seq", r.mirror.Seq(), "took_ms", time.Since(start).Milliseconds(), "waited_ms", waited.Milliseconds())
 	return nil
 }
 

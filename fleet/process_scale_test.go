@@ -1,0 +1,219 @@
+package fleet
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/orderwatch/orderwatch/internal/e2e"
+	"github.com/orderwatch/orderwatch/internal/testnats"
+)
+
+// TestFleetProcessScale measures FLEET_PROCESS_SHOPS simulated shops on
+// three processes of the real binary in fleet mode (skipped when unset;
+// the simulator and the NATS server run in the test process): the time
+// until every shop is active, CPU and memory (RSS) per idle shop per
+// process over FLEET_PROCESS_IDLE [60s], calls per shop per day, the time
+// from a change to its event on NATS (p50, p99), and after SIGKILL of the
+// busiest process the time until each of its shops has its first call on
+// another process (p50, p99, max), with the exact event check (no change
+// lost, no event doubled) and the check that no shop is called by two
+// processes at once.
+func TestFleetProcessScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("FLEET_PROCESS_SHOPS"))
+	if n <= 0 {
+		t.Skip("FLEET_PROCESS_SHOPS not set")
+	}
+	idle := 60 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("FLEET_PROCESS_IDLE")); err == nil {
+		idle = d
+	}
+	bin := e2e.Watcher(t)
+	w := newWorld(t, n)
+	t.Logf("load average at start: %s", loadAvg())
+	started := time.Now()
+	ps := []*proc{w.startProcess(bin, "p0"), w.startProcess(bin, "p1"), w.startProcess(bin, "p2")}
+	waitEvery(t, "every shop active on one of three processes", 15*time.Minute, func() bool { return spread(ps, n) })
+	t.Logf("%d shops on 3 processes: every shop active (its first sync done) and every process ready after %v",
+		n, time.Since(started).Round(time.Millisecond))
+	// A measurement, not a wait for a condition: the first syncs' dumps
+	// and checkpoints are behind, the idle period starts clean.
+	time.Sleep(5 * time.Second)
+
+	cpu0 := map[*proc]time.Duration{}
+	for _, p := range ps {
+		cpu0[p] = procCPU(t, p)
+	}
+	from := time.Now()
+	time.Sleep(idle)
+	wall := time.Since(from)
+	for _, p := range ps {
+		shops := len(p.active())
+		cpu := procCPU(t, p) - cpu0[p]
+		rss := procRSS(t, p)
+		t.Logf("%s idle %v: %d shops, CPU %.3f cores (%.3f%% of one core per shop), RSS %.1f MiB (%.0f KiB per shop)", p.name,
+			wall.Round(time.Second), shops, cpu.Seconds()/wall.Seconds(), 100*cpu.Seconds()/wall.Seconds()/float64(max(shops, 1)),
+			float64(rss)/(1<<20), float64(rss)/1024/float64(max(shops, 1)))
+	}
+	calls := 0
+	for _, cs := range w.callsSince(from) {
+		calls += len(cs)
+	}
+	perShopMin := float64(calls) / float64(n) / wall.Minutes()
+	t.Logf("calls per shop: %.1f a minute = %.0f a day (share 0.25 of 166,000 = 41,500); load average %s", perShopMin, perShopMin*60*24, loadAvg())
+
+	// Detection: a change in every shop, timed to its event on NATS.
+	nc := connect(t, w.natsURL)
+	defer nc.Close()
+	var mu sync.Mutex
+	seen := map[string]time.Time{}
+	sub, err := nc.Subscribe("orders.>", func(m *nats.Msg) {
+		parts := strings.Split(m.Subject, ".")
+		mu.Lock()
+		seen[parts[1]+"/"+parts[len(parts)-1]] = time.Now()
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	changed := time.Now()
+	before := w.mutate(0)
+	w.waitEvents(before, 2*time.Minute)
+	var lat []time.Duration
+	mu.Lock()
+	for _, c := range before {
+		if at, ok := seen[fmt.Sprintf("%s/%d", c.shop, c.order)]; ok {
+			lat = append(lat, at.Sub(changed))
+		}
+	}
+	mu.Unlock()
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		t.Logf("detection of a change (change to event on NATS), %d shops: p50 %v, p99 %v, max %v", len(lat),
+			pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond))
+	}
+
+	victim, survivors := busiest(ps, (*proc).active)
+	moved := victim.active()
+	killed := time.Now()
+	if err := victim.cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	after := w.mutate(1)
+	waitEvery(t, "the killed process's shops on the other two", 10*time.Minute, func() bool { return spread(survivors, n) })
+	w.waitEvents(append(before, after...), 2*time.Minute)
+	var took []time.Duration
+	byVictim := 0
+	calls2 := w.callsSince(killed)
+	for id, cs := range calls2 {
+		for _, c := range cs {
+			if agentMember(c.Agent) == victim.name && c.Start.After(killed) {
+				byVictim++
+				t.Errorf("shop %s called by the killed process after the kill", id)
+			}
+		}
+	}
+	for _, id := range moved {
+		for _, c := range calls2[id] {
+			if agentMember(c.Agent) != victim.name {
+				took = append(took, c.Start.Sub(killed))
+				break
+			}
+		}
+	}
+	slices.Sort(took)
+	if len(took) != len(moved) || len(moved) == 0 {
+		t.Fatalf("%d of the %d shops of the killed process called by another", len(took), len(moved))
+	}
+	overlapping := 0
+	for id, cs := range w.callsSince(time.Time{}) {
+		_, o := splitTenures(id, cs)
+		for _, e := range o {
+			t.Error(e)
+		}
+		overlapping += len(o)
+	}
+	t.Logf("kill -9 of %s holding %d shops: first call on another process after p50 %v, p99 %v, max %v (lease TTL 9 s); changes lost 0, events doubled 0 (exact event check passed); calls by the killed process after the kill %d; calls overlapping another process's %d; load average %s",
+		victim.name, len(moved), pct(took, 50), pct(took, 99), took[len(took)-1].Round(time.Millisecond), byVictim, overlapping, loadAvg())
+	for _, p := range ps {
+		l := p.log.String()
+		t.Logf("%s log (warnings and errors): %d lines, %d \"cannot be reached yet\", %d \"maximum consumers\"; most frequent: %s", p.name, strings.Count(l, "\n"),
+			strings.Count(l, "cannot be reached yet"), strings.Count(l, "maximum consumers"), frequent(l, 4))
+	}
+}
+
+// frequent names the n most frequent messages of a log (JSON or text
+// lines) with their counts.
+func frequent(log string, n int) string {
+	re := regexp.MustCompile(`"msg":"([^"]*)"|msg="([^"]*)"`)
+	count := map[string]int{}
+	for line := range strings.Lines(log) {
+		if m := re.FindStringSubmatch(line); m != nil {
+			count[m[1]+m[2]]++
+		}
+	}
+	msgs := slices.Collect(maps.Keys(count))
+	slices.SortFunc(msgs, func(a, b string) int { return count[b] - count[a] })
+	var out []string
+	for _, m := range msgs[:min(n, len(msgs))] {
+		out = append(out, fmt.Sprintf("%d× %q", count[m], m))
+	}
+	return strings.Join(out, ", ")
+}
+
+// waitEvery is e2e.WaitFor at a gentler pace: a report of a thousand
+// shops from three processes is not free.
+func waitEvery(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	testnats.WaitForEvery(t, what, limit, time.Second, cond)
+}
+
+// procCPU is the user and system time of a process (Linux /proc).
+func procCPU(t *testing.T, p *proc) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis: state is the 3rd
+	// field, utime the 14th, stime the 15th (clock ticks, 100 a second).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// procRSS is the resident memory of a process in bytes (Linux /proc).
+func procRSS(t *testing.T, p *proc) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
