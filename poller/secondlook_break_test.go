@@ -237,7 +237,7 @@ func TestSecondLookSurvivesRestarts(t *testing.T) {
 		restart:      func(n int, st poller.Stats) bool { return n > 40 && !st.SecondLook && rnd.IntN(25) == 0 },
 		cancelInLook: true,
 	}.run(t)
-	if res.split < 50 || res.looks < 10 || res.restarts < 3 || len(res.late) < 10 {
+	if res.split < 50 || res.looks < 10 || res.restarts < 3 || len(res.late) < 5 {
 		t.Errorf("%d split and %d whole sweeps, %d restarts, %d late commits: the test did not exercise the split", res.split, res.whole, res.restarts, len(res.late))
 	}
 }
@@ -261,6 +261,17 @@ func TestSecondLookAcrossSplitSwitches(t *testing.T) {
 	}.run(t)
 	if res.split < 30 || res.whole < 20 {
 		t.Errorf("%d split and %d whole sweeps: the test did not switch", res.split, res.whole)
+	}
+	// The density rose again at sweep 110: the sweeps split again (the
+	// overlap the late commits widened past a minute must not stop it).
+	split := 0
+	for n := 130; n < len(res.sweeps); n++ {
+		if res.sweeps[n].Lo.Equal(res.sweeps[n-1].Watermark.Add(-5 * time.Second)) {
+			split++
+		}
+	}
+	if split < 10 {
+		t.Errorf("%d of the last %d sweeps (20 changes a second) read 5 s below the watermark; want the split back", split, len(res.sweeps)-130)
 	}
 }
 
