@@ -203,7 +203,9 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			if from, to, ok := look.due(st.Watermark, p.cfg.Overlap, st.Start.Sub(opStartPrev)); ok && err == nil {
 				// The second look: what left the overlap, read once more,
 				// the whole window first (no slice width carried over).
+				p.inLook = true // its finds are within the overlap: no warning (sweep.late)
 				rs, next, lerr, stop := reread(&st, from, to, 2, nil)
+				p.inLook = false
 				if stop {
 					return nil
 				}

@@ -31,8 +31,9 @@ type busyRun struct {
 	// restart says whether to stop Run after sweep n (a restart).
 	restart func(n int, st poller.Stats) bool
 	// failLooks: after a late commit is injected, the searches below the
-	// overlap (the second looks, the probes) fail for the next 6 sweeps.
-	failLooks bool
+	// overlap (the second looks, the probes) fail for the next failLooks
+	// sweeps.
+	failLooks int
 	// cancelInLook: ctx is cancelled while a second look's call is in
 	// flight (a shutdown during it), at random.
 	cancelInLook bool
@@ -61,9 +62,11 @@ func (b busyRun) run(t *testing.T) busyResult {
 		cancelRun  context.CancelFunc
 		cancelLook atomic.Bool
 	)
-	// The searches whose window ends more than 9 s below the service's
-	// clock are a second look's or a probe's (a sweep's ends settle below
-	// it, and settle stays below 9 s here).
+	// The searches whose window ends more than settle + 8 s below the
+	// service's clock are a second look's or a probe's (a sweep's ends
+	// settle below it, a second look's settle plus the overlap, 10 s or
+	// more).
+	var settle atomic.Int64
 	old := func(r *http.Request) bool {
 		v := r.URL.Query().Get("updatedAt")
 		i := strings.LastIndex(v, ",")
@@ -71,7 +74,7 @@ func (b busyRun) run(t *testing.T) busyResult {
 			return false
 		}
 		to, err := time.Parse("2006-01-02T15:04:05-07:00", v[i+1:])
-		return err == nil && to.Before(e.clk.Now().Add(-9*time.Second))
+		return err == nil && to.Before(e.clk.Now().Add(-time.Duration(settle.Load())-8*time.Second))
 	}
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/orders/search") && old(r) {
@@ -91,6 +94,7 @@ func (b busyRun) run(t *testing.T) busyResult {
 	}))
 	t.Cleanup(proxy.Close)
 	e.srv = proxy
+	var overlapWarnings atomic.Int64
 	restart := func() {
 		// A new process, its client giving up on a failing call at once
 		// (the retries are on the wall clock).
@@ -104,9 +108,7 @@ func (b busyRun) run(t *testing.T) busyResult {
 			t.Fatal(err)
 		}
 		cfg := e.cfg
-		if testing.Verbose() {
-			cfg.Logger = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		}
+		cfg.Logger = slog.New(slog.NewTextHandler(tWriter{t, &overlapWarnings}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		if e.poll, err = poller.New(e.client, e.store, cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -162,12 +164,13 @@ func (b busyRun) run(t *testing.T) busyResult {
 						n, st.Start.Sub(t0), res.sweeps[n-1].Watermark.Sub(st.Lo), st.Hi.Sub(st.Lo), st.Pages, st.Entries, st.Charged, st.SecondLook, st.Probe, st.NextGap, st.LateArrivals, err)
 				}
 				res.beyond = st.Timings.BeyondOverlap
+				settle.Store(int64(st.Timings.Settle))
 				cancelLook.Store(b.cancelInLook && n > 40 && rnd.IntN(30) == 0)
 				// The last 30 sweeps inject nothing: a second look that
 				// trails (its calls failed) catches up.
 				if n > 40 && n < b.sweeps-30 && !st.Watermark.IsZero() && rnd.IntN(6) == 0 {
-					if b.failLooks && n >= failUntil {
-						failUntil = n + 6
+					if b.failLooks > 0 && n >= failUntil {
+						failUntil = n + b.failLooks
 					}
 					l := lateness[rnd.IntN(len(lateness))]
 					at := st.Watermark.Add(-l)
@@ -215,6 +218,11 @@ func (b busyRun) run(t *testing.T) busyResult {
 	}
 	if missed > 0 {
 		t.Errorf("%d changes below the watermark have no event", missed)
+	}
+	// Every late commit was within the overlap, half of it or less beyond
+	// the sweeps' 5 s: none is close to the overlap.
+	if n := overlapWarnings.Load(); n != 0 {
+		t.Errorf("%d warnings that a change arrived close to the overlap; want none (found by the second look, late by at most 9.5 s)", n)
 	}
 	if res.beyond != 0 {
 		t.Errorf("%d changes counted beyond the overlap; want none (every late commit was within it)", res.beyond)
@@ -284,7 +292,7 @@ func TestSecondLookThroughErrors(t *testing.T) {
 		sweeps:    150,
 		seed:      3,
 		rate:      func(int) int { return 20 },
-		failLooks: true,
+		failLooks: 6,
 		faults:    plentysim.Faults{ServerErrorRate: 0.05, GarbageRate: 0.05},
 	}.run(t)
 	if res.errors == 0 || res.looks < 10 {
@@ -292,10 +300,33 @@ func TestSecondLookThroughErrors(t *testing.T) {
 	}
 }
 
-// tWriter writes a log to the test's.
-type tWriter struct{ t *testing.T }
+// tWriter writes a log to the test's (-v) and counts the warnings that
+// a change came close to the overlap.
+type tWriter struct {
+	t    *testing.T
+	near *atomic.Int64
+}
 
 func (w tWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
+	if strings.Contains(string(b), "close to WATCHER_OVERLAP") {
+		w.near.Add(1)
+	}
+	if testing.Verbose() {
+		w.t.Log(strings.TrimSpace(string(b)))
+	}
 	return len(b), nil
+}
+
+// TestSecondLookFailingThenRestart: second looks fail for a while (the
+// window left to read trails), then the process restarts: a commit in
+// the trailing window is still found within the overlap.
+func TestSecondLookFailingThenRestart(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 8))
+	busyRun{
+		sweeps:    150,
+		seed:      4,
+		rate:      func(int) int { return 20 },
+		failLooks: 25,
+		restart:   func(n int, _ poller.Stats) bool { return n > 40 && rnd.IntN(15) == 0 },
+	}.run(t)
 }
