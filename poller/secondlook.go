@@ -104,6 +104,13 @@ func (l *secondLook) swept(st Stats, err error, overlap time.Duration, page int6
 	if (l.checked.IsZero() || !l.checked.Before(st.Lo)) && upto.After(l.checked) {
 		l.checked = upto
 	}
+	if !st.Rewound.IsZero() && upto.Before(l.checked) {
+		// A clock rewound the watermark: the service stamps the seconds
+		// above it anew, and the sweep read them from the overlap below
+		// it (sweep.go); what was checked above them was checked on the
+		// old clock.
+		l.checked = upto
+	}
 }
 
 // due returns the window of the second look to read now: [checked,

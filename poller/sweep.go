@@ -73,7 +73,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	lo := p.cfg.StartFrom.Truncate(time.Second)
 	if !meta.Watermark.IsZero() {
 		reread := p.cfg.Overlap
-		if p.reread > 0 {
+		if p.reread > 0 && st.Rewound.IsZero() { // rewound: the whole overlap below the new watermark
 			reread = p.reread // a second look reads the rest (secondlook.go)
 		}
 		lo = meta.Watermark.Add(-reread)
