@@ -256,13 +256,13 @@ func TestSecondLookAcrossSplitSwitches(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(5, 6))
 	rate := func(n int) int {
 		switch {
-		case n < 70, n >= 110:
+		case n < 60, n >= 95:
 			return 20
 		}
 		return 1
 	}
 	res := busyRun{
-		sweeps:  160,
+		sweeps:  140,
 		seed:    2,
 		rate:    rate,
 		restart: func(n int, _ poller.Stats) bool { return n > 40 && rnd.IntN(40) == 0 },
@@ -270,16 +270,16 @@ func TestSecondLookAcrossSplitSwitches(t *testing.T) {
 	if res.split < 30 || res.whole < 20 {
 		t.Errorf("%d split and %d whole sweeps: the test did not switch", res.split, res.whole)
 	}
-	// The density rose again at sweep 110: the sweeps split again (the
+	// The density rose again at sweep 95: the sweeps split again (the
 	// overlap the late commits widened past a minute must not stop it).
 	split := 0
-	for n := 130; n < len(res.sweeps); n++ {
+	for n := 115; n < len(res.sweeps); n++ {
 		if res.sweeps[n].Lo.Equal(res.sweeps[n-1].Watermark.Add(-5 * time.Second)) {
 			split++
 		}
 	}
 	if split < 10 {
-		t.Errorf("%d of the last %d sweeps (20 changes a second) read 5 s below the watermark; want the split back", split, len(res.sweeps)-130)
+		t.Errorf("%d of the last %d sweeps (20 changes a second) read 5 s below the watermark; want the split back", split, len(res.sweeps)-115)
 	}
 }
 
