@@ -270,6 +270,9 @@ type Poller struct {
 	// size, as its envelopes say.
 	reread time.Duration
 	page   int64
+	// inLook: a second look is under way (its late arrivals were missed
+	// by the split sweeps only, within the overlap).
+	inLook bool
 
 	rescan atomic.Pointer[rescanRequest] // a rescan waiting for the end of a sweep (rescan.go)
 }

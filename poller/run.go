@@ -203,11 +203,17 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			if from, to, ok := look.due(st.Watermark, p.cfg.Overlap, st.Start.Sub(opStartPrev)); ok && err == nil {
 				// The second look: what left the overlap, read once more,
 				// the whole window first (no slice width carried over).
+				p.inLook = true // its finds are within the overlap: no warning (sweep.late)
 				rs, next, lerr, stop := reread(&st, from, to, 2, nil)
+				p.inLook = false
 				if stop {
 					return nil
 				}
-				look.checked = next
+				if lerr == nil {
+					// An error ends Recheck with its whole window as its
+					// next: what it did not read is read by the next one.
+					look.checked = next
+				}
 				// Found below the overlap, but missed by the sweeps that read
 				// its second within freshOverlap only: late by about that.
 				late := make([]time.Duration, len(rs.LateArrivals))
@@ -219,7 +225,7 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 				now = p.cfg.Now()
 				rc.Timings.Observe(now, late, p.cfg.Settle, p.cfg.Overlap, false)
 				if lerr != nil {
-					p.log.Warn("the second look at the window that left the overlap ended early; the next one goes on from there", "from", next.Format(time.RFC3339), "err", lerr)
+					p.log.Warn("the second look at the window that left the overlap ended early; the next one reads it again", "from", from.Format(time.RFC3339), "err", lerr)
 				}
 			}
 			if err == nil && !probe.on && !st.Watermark.IsZero() && rc.Timings.ProbeDue(now) {

@@ -40,8 +40,10 @@ const (
 	lookMost = 0.95
 	// densityWeight is the weight of the newest sweep in the measured
 	// density of changes (an exponentially weighted mean), measured on
-	// windows of at most densityWindow (a catch-up's window holds each
-	// order once however often it changed: not a sweep's density).
+	// windows of at most the overlap plus densityWindow (a catch-up's
+	// window holds each order once however often it changed: not a
+	// sweep's density; an overlap over a minute must not stop the
+	// measure, or the split is never taken where it pays most).
 	densityWeight = 0.5
 	densityWindow = time.Minute
 )
@@ -87,7 +89,10 @@ func (l *secondLook) swept(st Stats, err error, overlap time.Duration, page int6
 	if err != nil || st.Watermark.IsZero() {
 		return
 	}
-	if w := st.Hi.Sub(st.Lo); !st.Baseline && w >= time.Second && w <= densityWindow {
+	// The window's new part (beyond what it reads again) is at most
+	// densityWindow; a process's first sweep (nothing checked) reads
+	// 2 x secondLookMax more below the watermark, a catch-up.
+	if w := st.Hi.Sub(st.Lo); !st.Baseline && !l.checked.IsZero() && w >= time.Second && w <= overlap+densityWindow {
 		d := float64(st.Entries) / w.Seconds()
 		if l.density == 0 {
 			l.density = d
@@ -97,6 +102,13 @@ func (l *secondLook) swept(st Stats, err error, overlap time.Duration, page int6
 	}
 	upto := st.Watermark.Add(-overlap)
 	if (l.checked.IsZero() || !l.checked.Before(st.Lo)) && upto.After(l.checked) {
+		l.checked = upto
+	}
+	if !st.Rewound.IsZero() && upto.Before(l.checked) {
+		// A clock rewound the watermark: the service stamps the seconds
+		// above it anew, and the sweep read them from the overlap below
+		// it (sweep.go); what was checked above them was checked on the
+		// old clock.
 		l.checked = upto
 	}
 }

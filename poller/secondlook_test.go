@@ -109,3 +109,22 @@ func TestSecondLookBookkeeping(t *testing.T) {
 		t.Fatalf("checked %v after an unsplit sweep; want %v", l.checked, t0.Add(20*time.Second))
 	}
 }
+
+// TestSecondLookAfterAClockRewind: a sweep that rewound the watermark (a
+// clock set back: the service stamps the seconds above the new watermark
+// anew) lowers checked to its watermark minus the overlap, so that the
+// second look reads those seconds at the overlap's age.
+func TestSecondLookAfterAClockRewind(t *testing.T) {
+	const ov = 10 * time.Second
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	l := &secondLook{checked: t0.Add(-ov), density: 20, page: 250, split: true}
+	back := t0.Add(-time.Minute)
+	l.swept(Stats{Lo: back.Add(-ov), Hi: back.Add(2 * time.Second), Watermark: back.Add(2 * time.Second), Rewound: t0, Entries: 240}, nil, ov, 250)
+	if want := back.Add(2*time.Second - ov); !l.checked.Equal(want) {
+		t.Fatalf("checked %v after a rewind to %v; want %v", l.checked, back, want)
+	}
+	from, _, ok := l.due(back.Add(40*time.Second), ov, 2*time.Second)
+	if !ok || from.After(back.Add(2*time.Second-ov)) {
+		t.Fatalf("second look after the rewind: due %v from %v", ok, from)
+	}
+}

@@ -73,7 +73,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	lo := p.cfg.StartFrom.Truncate(time.Second)
 	if !meta.Watermark.IsZero() {
 		reread := p.cfg.Overlap
-		if p.reread > 0 {
+		if p.reread > 0 && st.Rewound.IsZero() { // rewound: the whole overlap below the new watermark
 			reread = p.reread // a second look reads the rest (secondlook.go)
 		}
 		lo = meta.Watermark.Add(-reread)
@@ -715,7 +715,7 @@ func (s *sweep) late(o order.Order, d time.Duration) {
 		return // not late: read before, but undecodable (quarantine.go)
 	}
 	s.st.LateArrivals = append(s.st.LateArrivals, d)
-	if ov := s.p.cfg.Overlap; d >= ov*8/10 {
+	if ov := s.p.cfg.Overlap; d >= ov*8/10 && !s.p.inLook {
 		s.p.log.Warn("a change arrived late, close to WATCHER_OVERLAP: a later one would be missed; raise WATCHER_OVERLAP or WATCHER_SETTLE",
 			"order", o.ID, "updated_at", o.UpdatedAt.Format(time.RFC3339), "late_by", d.String(), "overlap", ov.String())
 	}
