@@ -58,6 +58,11 @@ type Budget struct {
 	gap  time.Duration // the gap next was derived from
 
 	empty bool // starts empty, not full, once the limit is named (StartEmpty)
+
+	// checked is how far the second look got (secondlook.go): kept in
+	// the budget's record, which is saved after every sweep and moves
+	// with a takeover, so that a restart goes on from there.
+	checked time.Time
 }
 
 // NewBudget returns an empty budget for share (0 < share <= 1); it fills
@@ -364,11 +369,16 @@ type BudgetState struct {
 	// gap it was derived from: a restored wait for it never exceeds Gap.
 	Next time.Time     `json:"next,omitzero"`
 	Gap  time.Duration `json:"gapNs,omitempty"`
+	// Checked: every second of the service's timeline below it was read
+	// at the overlap's age or later (the second look's progress,
+	// secondlook.go; zero: not known, and a process's first sweep reads
+	// the overlap and 2 x secondLookMax more).
+	Checked time.Time `json:"checked,omitzero"`
 }
 
 // Snapshot returns the budget's state, to persist.
 func (b *Budget) Snapshot() BudgetState {
-	return BudgetState{Level: b.level, At: b.at, Limit: b.limit, Costs: slices.Clone(b.costs), Mean: b.mean, Cycles: b.cycles, Next: b.next, Gap: b.gap}
+	return BudgetState{Level: b.level, At: b.at, Limit: b.limit, Costs: slices.Clone(b.costs), Mean: b.mean, Cycles: b.cycles, Next: b.next, Gap: b.gap, Checked: b.checked}
 }
 
 // Restore continues from a state a previous process saved, at now: the
@@ -381,6 +391,7 @@ func (b *Budget) Snapshot() BudgetState {
 // level and the costs of a record are clamped (see below).
 func (b *Budget) Restore(s BudgetState, now time.Time) {
 	b.costs = nil
+	b.checked = s.Checked // a fact about the reads made, whatever the level
 	if s.Limit <= 0 || s.Limit > maxDailyLimit || s.At.IsZero() || math.IsNaN(s.Level) || math.IsInf(s.Level, 0) {
 		return // a damaged record: nothing known (the costs mean nothing without a limit either)
 	}

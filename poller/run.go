@@ -134,7 +134,10 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		width    time.Duration // of its last slice
 		started  time.Time
 	}
-	look := &secondLook{} // the overlap's re-read, split off (secondlook.go)
+	// The overlap's re-read, split off (secondlook.go); how far it got is
+	// kept in the budget's record (restored above), so that a restart or a
+	// takeover goes on from there.
+	look := &secondLook{checked: rc.Budget.checked}
 	// reread reads [from, to] again between two sweeps (a second look, a
 	// probe's slice): its calls are charged as they go out and counted in
 	// the pace as part of the sweep they follow, and its figures are added
@@ -200,6 +203,7 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
 			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
 			look.swept(st, err, p.cfg.Overlap, p.page)
+			rc.Budget.checked = look.checked
 			if from, to, ok := look.due(st.Watermark, p.cfg.Overlap, st.Start.Sub(opStartPrev)); ok && err == nil {
 				// The second look: what left the overlap, read once more,
 				// the whole window first (no slice width carried over).
@@ -213,6 +217,7 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 					// An error ends Recheck with its whole window as its
 					// next: what it did not read is read by the next one.
 					look.checked = next
+					rc.Budget.checked = next
 				}
 				// Found below the overlap, but missed by the sweeps that read
 				// its second within freshOverlap only: late by about that.

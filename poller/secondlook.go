@@ -48,13 +48,15 @@ const (
 	densityWindow = time.Minute
 )
 
-// secondLook is the Run loop's state of the split re-read (not persisted:
-// a process's first sweep reads the overlap and 2 x secondLookMax more
-// below the watermark, where its predecessor's second look may have
-// trailed, and the probe reads 10 minutes back as before).
+// secondLook is the Run loop's state of the split re-read. Its progress
+// (checked) is kept in the budget's record (BudgetState.Checked: saved
+// after every sweep, carried to the group for a takeover); without it (a
+// record of an earlier version) a process's first sweep reads the overlap
+// and 2 x secondLookMax more below the watermark, where its predecessor's
+// second look may have trailed.
 type secondLook struct {
 	// checked: every second below it was read at an age of the overlap
-	// or more (zero: not known in this process).
+	// or more (zero: not known).
 	checked time.Time
 	split   bool    // the sweeps read freshOverlap only
 	density float64 // orders per second of window (measured)

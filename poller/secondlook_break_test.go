@@ -166,9 +166,9 @@ func (b busyRun) run(t *testing.T) busyResult {
 				res.beyond = st.Timings.BeyondOverlap
 				settle.Store(int64(st.Timings.Settle))
 				cancelLook.Store(b.cancelInLook && n > 40 && rnd.IntN(30) == 0)
-				// The last 30 sweeps inject nothing: a second look that
-				// trails (its calls failed) catches up.
-				if n > 40 && n < b.sweeps-30 && !st.Watermark.IsZero() && rnd.IntN(6) == 0 {
+				// The last 30 sweeps after the last failure inject nothing:
+				// a second look that trails (its calls failed) catches up.
+				if n > 40 && n < b.sweeps-30-b.failLooks && !st.Watermark.IsZero() && rnd.IntN(6) == 0 {
 					if b.failLooks > 0 && n >= failUntil {
 						failUntil = n + b.failLooks
 					}
@@ -329,4 +329,23 @@ func TestSecondLookFailingThenRestart(t *testing.T) {
 		failLooks: 25,
 		restart:   func(n int, _ poller.Stats) bool { return n > 40 && rnd.IntN(15) == 0 },
 	}.run(t)
+}
+
+// TestSecondLookGoesOnAfterARestart: second looks fail for minutes (the
+// searches below the overlap are refused) while the sweeps go on, and the
+// process restarts twice while the second look trails by more than the
+// minute a first sweep reads again: the restarted process goes on from
+// where the second look got (kept in the budget's record), so every late
+// commit is found within the overlap, none counted beyond it.
+func TestSecondLookGoesOnAfterARestart(t *testing.T) {
+	res := busyRun{
+		sweeps:    230,
+		seed:      11,
+		rate:      func(int) int { return 20 },
+		failLooks: 40,
+		restart:   func(n int, _ poller.Stats) bool { return n == 90 || n == 125 },
+	}.run(t)
+	if res.restarts != 2 {
+		t.Fatalf("%d restarts; want 2", res.restarts)
+	}
 }
