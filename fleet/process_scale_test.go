@@ -8,11 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
@@ -71,37 +68,7 @@ func TestFleetProcessScale(t *testing.T) {
 	perShopMin := float64(calls) / float64(n) / wall.Minutes()
 	t.Logf("calls per shop: %.1f a minute = %.0f a day (share 0.25 of 166,000 = 41,500); load average %s", perShopMin, perShopMin*60*24, loadAvg())
 
-	// Detection: a change in every shop, timed to its event on NATS.
-	nc := connect(t, w.natsURL)
-	defer nc.Close()
-	var mu sync.Mutex
-	seen := map[string]time.Time{}
-	sub, err := nc.Subscribe("orders.>", func(m *nats.Msg) {
-		parts := strings.Split(m.Subject, ".")
-		mu.Lock()
-		seen[parts[1]+"/"+parts[len(parts)-1]] = time.Now()
-		mu.Unlock()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	changed := time.Now()
-	before := w.mutate(0)
-	w.waitEvents(before, 2*time.Minute)
-	var lat []time.Duration
-	mu.Lock()
-	for _, c := range before {
-		if at, ok := seen[fmt.Sprintf("%s/%d", c.shop, c.order)]; ok {
-			lat = append(lat, at.Sub(changed))
-		}
-	}
-	mu.Unlock()
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		t.Logf("detection of a change (change to event on NATS), %d shops: p50 %v, p99 %v, max %v", len(lat),
-			pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond))
-	}
+	before := detection(t, w)
 
 	victim, survivors := busiest(ps, (*proc).active)
 	moved := victim.active()

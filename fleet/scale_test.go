@@ -68,37 +68,7 @@ func TestFleetScale(t *testing.T) {
 	t.Logf("calls per shop: %.1f a minute = %.0f a day (share 0.25 of 166,000 = 41,500); NATS: %.0f messages in/s, %.0f out/s",
 		perShopMin, perShopMin*60*24, float64(vz1.InMsgs-vz0.InMsgs)/wall.Seconds(), float64(vz1.OutMsgs-vz0.OutMsgs)/wall.Seconds())
 
-	// Detection: a change in every shop, timed to its event on NATS.
-	nc := connect(t, w.natsURL)
-	defer nc.Close()
-	var mu sync.Mutex
-	seen := map[string]time.Time{}
-	sub, err := nc.Subscribe("orders.>", func(m *nats.Msg) {
-		parts := strings.Split(m.Subject, ".")
-		mu.Lock()
-		seen[parts[1]+"/"+parts[len(parts)-1]] = time.Now()
-		mu.Unlock()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	changed := time.Now()
-	first := w.mutate(0)
-	w.waitEvents(first, 2*time.Minute)
-	var lat []time.Duration
-	mu.Lock()
-	for _, c := range first {
-		if at, ok := seen[fmt.Sprintf("%s/%d", c.shop, c.order)]; ok {
-			lat = append(lat, at.Sub(changed))
-		}
-	}
-	mu.Unlock()
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		t.Logf("detection of a change (change to event on NATS), %d shops: p50 %v, p99 %v, max %v", len(lat),
-			pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond))
-	}
+	first := detection(t, w)
 
 	victim := ms[0]
 	moved := victim.active()
@@ -182,4 +152,41 @@ func (w *world) probeNATS(t *testing.T) (stop func() []time.Duration) {
 		}
 	}()
 	return func() []time.Duration { close(done); return <-out }
+}
+
+// detection makes a change in every shop and logs the time from the
+// change to its event on NATS (p50, p99, max); it returns the changes.
+func detection(t *testing.T, w *world) []change {
+	t.Helper()
+	nc := connect(t, w.natsURL)
+	defer nc.Close()
+	var mu sync.Mutex
+	seen := map[string]time.Time{}
+	sub, err := nc.Subscribe("orders.>", func(m *nats.Msg) {
+		parts := strings.Split(m.Subject, ".")
+		mu.Lock()
+		seen[parts[1]+"/"+parts[len(parts)-1]] = time.Now()
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	changed := time.Now()
+	first := w.mutate(0)
+	w.waitEvents(first, 2*time.Minute)
+	var lat []time.Duration
+	mu.Lock()
+	for _, c := range first {
+		if at, ok := seen[fmt.Sprintf("%s/%d", c.shop, c.order)]; ok {
+			lat = append(lat, at.Sub(changed))
+		}
+	}
+	mu.Unlock()
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		t.Logf("detection of a change (change to event on NATS), %d shops: p50 %v, p99 %v, max %v", len(lat),
+			pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond))
+	}
+	return first
 }
