@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness nats-compat
+.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness busy-day fleet-scale fleet-process-scale fleet-cluster nats-compat
 
 all: fmt vet test
 
@@ -79,6 +79,21 @@ soak:
 # orders, real binary, the service's default limits (about 6 minutes).
 freshness:
 	$(GO) test -run 'TestFreshness' -v -timeout 30m ./faults -args -freshness
+
+# 24 simulated hours of a busy shop (20 changes/s) through the Run loop from
+# a drained bucket (day 3 of a busy week): calls per hour and latency (~3 min).
+busy-day:
+	BUSY_HOURS=24 $(GO) test -run TestBusyHoursFromADrainedBucket -v -timeout 30m ./poller
+
+# Fleet mode at scale (docs/fleet.md "Measured"): 1,000 shops on 3 members in
+# one process, then on 3 processes of the binary, each with a kill of one;
+# and a fleet on a 3-node NATS cluster losing a server.
+fleet-scale:
+	FLEET_SCALE_SHOPS=1000 $(GO) test -run 'TestFleetScale$$' -v -timeout 30m ./fleet
+fleet-process-scale:
+	FLEET_PROCESS_SHOPS=1000 $(GO) test -run TestFleetProcessScale -v -timeout 30m ./fleet
+fleet-cluster:
+	FLEET_CLUSTER=1 $(GO) test -race -run TestFleetOnNATSCluster -v -timeout 10m ./fleet
 
 # The lease and mirror tests against each NATS server release still in use
 # (2.10 onward: 2.10 has no per-key TTL markers), each installed into
