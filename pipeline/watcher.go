@@ -515,6 +515,9 @@ func (w *Watcher) onSweep(st poller.Stats, err error) {
 	if st.Probe {
 		attrs = append(attrs, "probe", true) // read OverlapCeiling back (poller/timings.go)
 	}
+	if st.SecondLook {
+		attrs = append(attrs, "second_look", true) // what left the overlap, read once more (poller/secondlook.go)
+	}
 	if len(st.LateArrivals) > 0 {
 		attrs = append(attrs, "late_arrivals", len(st.LateArrivals), "latest_late_s", slices.Max(st.LateArrivals).Seconds())
 	}
