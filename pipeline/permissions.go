@@ -13,7 +13,7 @@ import (
 // server must also allow responses (allow_responses: the active answers
 // rescan requests). docs/operations.md shows them as a NATS user;
 // TestLeastPrivilege runs two replicas with exactly these against a
-// server that enforces them.
+// server that enforces them. A fleet's members: fleet.NATSPermissions.
 type Permissions struct {
 	Publish, Subscribe []string
 }
