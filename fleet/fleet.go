@@ -180,7 +180,7 @@ func (f *Fleet) Check(s shops.Shop) error {
 // <base prefix>.<id>: shops sharing a stream never share subjects.
 func (f *Fleet) shopConfig(s shops.Shop) (*pipeline.Config, error) {
 	c := f.cfg.Base
-	c.ShopID = s.ID
+	shopNames(&c, s)
 	c.PlentyURL, c.PlentyUsername = s.URL, s.Username
 	pw, err := s.Password(f.cfg.Getenv)
 	if err != nil {
@@ -191,18 +191,25 @@ func (f *Fleet) shopConfig(s shops.Shop) (*pipeline.Config, error) {
 	if s.CallShare > 0 {
 		c.CallShare = s.CallShare
 	}
-	c.SubjectPrefix = f.cfg.Base.SubjectPrefix + "." + s.ID
+	c.Source = ""
+	c.StatePath = filepath.Join(f.cfg.StateDir, s.ID+".db")
+	c.Lease, c.InstanceID = true, f.cfg.Instance
+	c.HTTPAddr = "127.0.0.1:0" // not listened on (Options.NoHTTP)
+	return &c, nil
+}
+
+// shopNames sets in c, the fleet's base configuration, the names of a
+// shop: its id, its subject prefix (its entry's, or <base prefix>.<id>)
+// and stream (its entry's, or the base's).
+func shopNames(c *pipeline.Config, s shops.Shop) {
+	c.ShopID = s.ID
+	c.SubjectPrefix += "." + s.ID
 	if s.SubjectPrefix != "" {
 		c.SubjectPrefix = s.SubjectPrefix
 	}
 	if s.Stream != "" {
 		c.Stream = s.Stream
 	}
-	c.Source = ""
-	c.StatePath = filepath.Join(f.cfg.StateDir, s.ID+".db")
-	c.Lease, c.InstanceID = true, f.cfg.Instance
-	c.HTTPAddr = "127.0.0.1:0" // not listened on (Options.NoHTTP)
-	return &c, nil
 }
 
 // Apply takes a reading of the registry: removed shops stop (their lease

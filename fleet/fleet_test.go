@@ -43,10 +43,14 @@ type world struct {
 	calls []plentysim.Call
 }
 
-func newWorld(t *testing.T, n int) *world {
+func newWorld(t *testing.T, n int) *world { t.Helper(); return newWorldWith(t, n, nil) }
+
+// newWorldWith is newWorld with the NATS server's users made from the
+// registry file (before the server starts), plus "admin" (password
+// "admin", no restriction): natsURL then carries admin's credentials.
+func newWorldWith(t *testing.T, n int, users func(registry string) []*server.User) *world {
 	t.Helper()
-	ns := testnats.Start(t)
-	w := &world{t: t, ns: ns, natsURL: ns.ClientURL(), sim: plentysim.NewMulti(n, plentysim.Config{})}
+	w := &world{t: t, sim: plentysim.NewMulti(n, plentysim.Config{})}
 	// Orders of their own in every shop, with ids no other shop uses (see
 	// mutate).
 	at := time.Now().Add(-time.Hour)
@@ -70,6 +74,14 @@ func newWorld(t *testing.T, n int) *world {
 	w.registry = filepath.Join(t.TempDir(), "shops.json")
 	if err := os.WriteFile(w.registry, []byte(`{"shops":[`+strings.Join(entries, ",")+`]}`), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if users == nil {
+		w.ns = testnats.Start(t)
+		w.natsURL = w.ns.ClientURL()
+	} else {
+		us := append(users(w.registry), &server.User{Username: "admin", Password: "admin"})
+		w.ns = testnats.StartWith(t, func(o *server.Options) { o.Users = us })
+		w.natsURL = strings.Replace(w.ns.ClientURL(), "nats://", "nats://admin:admin@", 1)
 	}
 	nc := connect(t, w.natsURL)
 	t.Cleanup(nc.Close)

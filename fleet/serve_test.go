@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,20 +38,7 @@ func TestServeOneMember(t *testing.T) {
 	w := newWorld(t, 3)
 	cfg := base(w.natsURL)
 	cfg.ShopsFile, cfg.StateDir, cfg.InstanceID = w.registry, filepath.Join(t.TempDir(), "shops"), "solo"
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan string, 1)
-	done := make(chan error, 1)
-	reg := prometheus.NewRegistry()
-	go func() {
-		done <- Serve(ctx, &cfg, ServeOptions{Registry: reg, Version: "test", Getenv: func(string) string { return "demo" }, Ready: func(a string) { addr <- a }})
-	}()
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a
-	case err := <-done:
-		t.Fatalf("Serve: %v", err)
-	}
+	base, stop := serve(t, &cfg, ServeOptions{Registry: prometheus.NewRegistry(), Version: "test"})
 	if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz before any shop is taken: %d %s", code, body)
 	}
@@ -85,10 +73,32 @@ func TestServeOneMember(t *testing.T) {
 			t.Errorf("/metrics has no %s", want)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("Serve after cancel: %v", err)
 	}
+}
+
+// serve runs a member with Serve (the shops' passwords "demo") until stop
+// or the end of the test: the URL of its HTTP address. stop returns what
+// Serve returned.
+func serve(t *testing.T, cfg *pipeline.Config, opt ServeOptions) (url string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	opt.Getenv = func(string) string { return "demo" }
+	opt.Ready = func(a string) { addr <- a }
+	go func() { done <- Serve(ctx, cfg, opt) }()
+	stop = sync.OnceValue(func() error { cancel(); return <-done })
+	t.Cleanup(func() { _ = stop() })
+	select {
+	case a := <-addr:
+		return "http://" + a, stop
+	case err := <-done:
+		done <- err // for stop
+		t.Fatalf("Serve: %v", err)
+	}
+	return "", nil
 }
 
 // TestServeConfigErrors: a missing registry file or a fleet without a

@@ -1,6 +1,10 @@
 package pipeline
 
-import "github.com/orderwatch/orderwatch/replica"
+import (
+	"strings"
+
+	"github.com/orderwatch/orderwatch/replica"
+)
 
 // Permissions are the NATS subjects a watcher of one shop needs to
 // publish and subscribe to, and nothing of another shop's when each shop
@@ -9,7 +13,7 @@ import "github.com/orderwatch/orderwatch/replica"
 // server must also allow responses (allow_responses: the active answers
 // rescan requests). docs/operations.md shows them as a NATS user;
 // TestLeastPrivilege runs two replicas with exactly these against a
-// server that enforces them.
+// server that enforces them. A fleet's members: fleet.NATSPermissions.
 type Permissions struct {
 	Publish, Subscribe []string
 }
@@ -37,11 +41,34 @@ func NATSPermissions(c *Config) Permissions {
 		return p
 	}
 	b := c.LeaseBucket
-	for _, st := range []string{"KV_" + b + "_lease", "KV_" + b + "_checkpoint", "OBJ_" + b + "_snapshot"} {
-		p.Publish = append(p.Publish, "$JS.API.*.*."+st, "$JS.API.*.*."+st+".>", "$JS.FC."+st+".>")
-	}
+	p.Publish = append(p.Publish, JetStreamSubjects("KV_"+b+"_lease", "KV_"+b+"_checkpoint", "OBJ_"+b+"_snapshot")...)
 	rescan := replica.RescanSubject(c.GroupKey())
 	p.Publish = append(p.Publish, "$KV."+b+"_lease.>", "$KV."+b+"_checkpoint.>", "$O."+b+"_snapshot.>", rescan)
 	p.Subscribe = append(p.Subscribe, rescan)
 	return p
+}
+
+// JetStreamSubjects are the subjects that use the streams named (a KV
+// bucket's KV_<bucket>, an object store's OBJ_<bucket>): every JetStream
+// API request on them and their flow control. The data subjects ($KV.…,
+// $O.…) are not among them.
+func JetStreamSubjects(streams ...string) []string {
+	var out []string
+	for _, st := range streams {
+		out = append(out, "$JS.API.*.*."+st, "$JS.API.*.*."+st+".>", "$JS.FC."+st+".>")
+	}
+	return out
+}
+
+// Conf is p as a NATS user in a nats-server configuration file, after a
+// comment line: the password is the environment variable passwordVar
+// (nats-server reads $NAME from the environment), responses allowed.
+func (p Permissions) Conf(comment, user, passwordVar string) string {
+	list := func(subjects []string) string {
+		return `"` + strings.Join(subjects, "\",\n        \"") + `"`
+	}
+	return "# " + comment + "\nauthorization { users = [ {\n  user: " + user + ", password: $" + passwordVar + "\n  permissions: {\n" +
+		"    publish: { allow: [\n        " + list(p.Publish) + "\n    ] }\n" +
+		"    subscribe: { allow: [" + list(p.Subscribe) + "] }\n" +
+		"    allow_responses: true\n  }\n} ] }\n"
 }

@@ -194,14 +194,8 @@ func TestPermissionsDocumented(t *testing.T) {
 	c := testConfig(t, "https://p12345.my.plentysystems.com", "")
 	c.ShopID, c.Stream, c.SubjectPrefix, c.LeaseBucket, c.Lease = "shop-a", "ORDERS_A", "orders_a", "orderwatch_a", true
 	p := NATSPermissions(c)
-	list := func(subjects []string) string {
-		return `"` + strings.Join(subjects, "\",\n        \"") + `"`
-	}
-	want := "```\n# WATCHER_SHOP_ID=shop-a WATCHER_STREAM=ORDERS_A WATCHER_SUBJECT_PREFIX=orders_a WATCHER_LEASE_BUCKET=orderwatch_a\n" +
-		"authorization { users = [ {\n  user: orderwatch-shop-a, password: $SHOP_A_NATS_PASSWORD\n  permissions: {\n" +
-		"    publish: { allow: [\n        " + list(p.Publish) + "\n    ] }\n" +
-		"    subscribe: { allow: [" + list(p.Subscribe) + "] }\n" +
-		"    allow_responses: true\n  }\n} ] }\n```\n"
+	want := "```\n" + p.Conf("WATCHER_SHOP_ID=shop-a WATCHER_STREAM=ORDERS_A WATCHER_SUBJECT_PREFIX=orders_a WATCHER_LEASE_BUCKET=orderwatch_a",
+		"orderwatch-shop-a", "SHOP_A_NATS_PASSWORD") + "```\n"
 	for _, file := range []string{"../docs/operations.md", "../deploy/helm/orderwatch/README.md"} {
 		doc, err := os.ReadFile(file)
 		if err != nil {
