@@ -95,6 +95,13 @@ func StartCluster(tb testing.TB, n int) *JSCluster {
 		c.Servers = append(c.Servers, s)
 	}
 	WaitFor(tb, "a JetStream meta leader", 30*time.Second, func() bool { return c.MetaLeader() != nil })
+	// Every server online as a JetStream peer of the leader, with its
+	// stats: before that, a stream of n replicas finds "no suitable peers
+	// for placement".
+	WaitFor(tb, "every server a JetStream peer of the meta leader", 30*time.Second, func() bool {
+		l := c.MetaLeader()
+		return l != nil && len(l.JetStreamClusterPeers()) == n
+	})
 	nc, err := nats.Connect(c.URLs())
 	if err != nil {
 		tb.Fatal(err)
