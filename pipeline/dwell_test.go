@@ -210,9 +210,14 @@ func mustQuery(t *testing.T, s string) url.Values {
 	return q
 }
 
+// stateDay is the day newStateWatcher's states are dated from: today's
+// midnight (UTC), so that "older than 72h" picks the same orders whenever
+// the test runs.
+var stateDay = time.Now().UTC().Truncate(24 * time.Hour)
+
 // newStateWatcher builds a watcher (its shop unreachable) whose snapshot
-// holds states: a status 5 order per id in ids5 that entered 5 days
-// before 2026-11-26 as many days as its id, and one order 99 in 6.
+// holds states: a status 5 order per id in ids5 that entered 5 as many
+// days before stateDay as its id, and one order 99 in 6.
 func newStateWatcher(t *testing.T, natsURL string, lease bool, ids5 ...int64) *Watcher {
 	t.Helper()
 	cfg := testConfig(t, "http://127.0.0.1:1", natsURL)
@@ -224,11 +229,11 @@ func newStateWatcher(t *testing.T, natsURL string, lease bool, ids5 ...int64) *W
 	t.Cleanup(w.Close)
 	var puts []state.Put
 	for _, id := range ids5 {
-		since := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC).AddDate(0, 0, -int(id))
+		since := stateDay.AddDate(0, 0, -int(id))
 		puts = append(puts, state.Put{ID: id, State: diff.State{StatusID: order.MustDecimal("5"), LockStatus: "unlocked", TypeID: 1,
-			UpdatedAt: order.Time{Time: time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)}, StatusSince: order.Time{Time: since}}})
+			UpdatedAt: order.Time{Time: stateDay}, StatusSince: order.Time{Time: since}}})
 	}
-	puts = append(puts, state.Put{ID: 99, State: diff.State{StatusID: order.MustDecimal("6"), UpdatedAt: order.Time{Time: time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)}}})
+	puts = append(puts, state.Put{ID: 99, State: diff.State{StatusID: order.MustDecimal("6"), UpdatedAt: order.Time{Time: stateDay.AddDate(0, 0, -1)}}})
 	if err := w.store.Commit(state.Commit{States: puts}); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +271,7 @@ func TestOrderListEndpoint(t *testing.T) {
   "orders": [
     {
       "orderId": 3,
-      "statusSince": "2026-11-23T00:00:00Z",
+      "statusSince": "` + stateDay.AddDate(0, 0, -3).Format(time.RFC3339) + `",
       "state": {
         "statusId": 5,
         "lockStatus": "unlocked",
@@ -276,7 +281,7 @@ func TestOrderListEndpoint(t *testing.T) {
         "ownerId": null,
         "locationId": null,
         "createdAt": null,
-        "updatedAt": "2026-11-26T00:00:00Z"
+        "updatedAt": "` + stateDay.Format(time.RFC3339) + `"
       }
     }
   ],
@@ -314,7 +319,7 @@ func TestOrderListEndpoint(t *testing.T) {
 	if code, body := get(t, base+"/state/orders?olderthan=48h"); code != http.StatusBadRequest || !strings.Contains(body, "olderthan") {
 		t.Errorf("a misspelt parameter: %d %s; want 400 naming it", code, body)
 	}
-	if code, body := get(t, base+"/state/orders/3"); code != http.StatusOK || !strings.Contains(body, `"statusSince": "2026-11-23T00:00:00Z"`) {
+	if code, body := get(t, base+"/state/orders/3"); code != http.StatusOK || !strings.Contains(body, `"statusSince": "`+stateDay.AddDate(0, 0, -3).Format(time.RFC3339)+`"`) {
 		t.Errorf("one order: %d %s; want its statusSince", code, body)
 	}
 }
@@ -351,7 +356,7 @@ func TestDwellMetricsOnEveryReplica(t *testing.T) {
 		return oka && okb && la+lb == 1 && na == 2 && nb == 3
 	})
 	for _, w := range []*Watcher{a, b} {
-		if age, ok := metric(w, `orderwatch_status_oldest_age_seconds{status="6"}`); !ok || age < time.Since(time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)).Seconds()-60 {
+		if age, ok := metric(w, `orderwatch_status_oldest_age_seconds{status="6"}`); !ok || age < time.Since(stateDay.AddDate(0, 0, -1)).Seconds()-60 {
 			t.Errorf("age of status 6: %v %v", age, ok)
 		}
 	}
