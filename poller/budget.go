@@ -333,12 +333,19 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 	return gap, why
 }
 
+// derivedSlope is how fast the derived pace backs off as the bucket's upper
+// half empties (see derivedShare).
+const derivedSlope = 8
+
 // derivedShare is the part of the refill the derived pace spends at a
 // bucket level of level calls (of c), when a sweep costs cost in the long
 // run. In the bucket's upper half: all of it while the bucket is full but
 // for a few sweeps (the long-run cost is an estimate: what it misses shows
-// as a bucket below full), less as the bucket runs lower, down to 0.9, so
-// that the bucket stays full for the bursts (a first sync, a catch-up). In
+// as a bucket below full), less as the bucket runs lower: 8 % less for each
+// 1 % of the bucket missing, down to 0.9 (the estimate lags the first
+// minutes of a busy shop by a few percent: a gentler slope let those
+// minutes run 4 % above the share), so that the bucket stays full for the
+// bursts (a first sync, a catch-up) and any minutes stay within the share. In
 // its lower half: all of it, the level held (a bucket a burst spent, or a
 // busy week drained, refills in the hours that cost less than the
 // long-run mean, not by slower sweeps: every hour spends the share, no
@@ -347,7 +354,7 @@ func (b *Budget) Gap(now time.Time, interval time.Duration, th plenty.Throttle) 
 func derivedShare(level, c, cost float64) float64 {
 	switch {
 	case level >= c/2:
-		return min(1, max(0.9, 1-2*(c-5*cost-level)/c))
+		return min(1, max(0.9, 1-derivedSlope*(c-5*cost-level)/c))
 	case level >= 0:
 		return 1
 	}
