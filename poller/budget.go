@@ -398,7 +398,12 @@ func (b *Budget) Snapshot() BudgetState {
 // level and the costs of a record are clamped (see below).
 func (b *Budget) Restore(s BudgetState, now time.Time) {
 	b.costs = nil
-	b.checked = s.Checked // a fact about the reads made, whatever the level
+	if !s.Checked.After(now) {
+		// A fact about the reads made, whatever the level; one in the
+		// future is damaged (the first sweep then reads where the second
+		// look may have trailed).
+		b.checked = s.Checked
+	}
 	if s.Limit <= 0 || s.Limit > maxDailyLimit || s.At.IsZero() || math.IsNaN(s.Level) || math.IsInf(s.Level, 0) {
 		return // a damaged record: nothing known (the costs mean nothing without a limit either)
 	}

@@ -128,3 +128,25 @@ func TestSecondLookAfterAClockRewind(t *testing.T) {
 		t.Fatalf("second look after the rewind: due %v from %v", ok, from)
 	}
 }
+
+// TestBudgetCarriesTheSecondLook: the budget's record carries how far the
+// second look got; a restore keeps it, and drops one in the future (a
+// damaged record: the first sweep then reads where it may have trailed).
+func TestBudgetCarriesTheSecondLook(t *testing.T) {
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	b := NewBudget(0.25)
+	b.checked = now.Add(-time.Minute)
+	st := b.Snapshot()
+	st.Limit, st.At = 166000, now
+	r := NewBudget(0.25)
+	r.Restore(st, now)
+	if !r.checked.Equal(now.Add(-time.Minute)) {
+		t.Fatalf("restored checked %v; want %v", r.checked, now.Add(-time.Minute))
+	}
+	st.Checked = now.Add(time.Hour)
+	r = NewBudget(0.25)
+	r.Restore(st, now)
+	if !r.checked.IsZero() {
+		t.Fatalf("a checked in the future restored as %v; want none", r.checked)
+	}
+}
