@@ -195,16 +195,8 @@ func TestFleetLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = nc.Flush()
-	for timeout := time.After(5 * time.Second); ; {
-		select {
-		case err := <-refused:
-			if !strings.Contains(err.Error(), `Subscription to "orderwatch.rescan.x.OTHER"`) {
-				continue // one of the refusals above
-			}
-		case <-timeout:
-			t.Error("the fleet's user answers the other fleet's rescan requests")
-		}
-		break
+	if !testnats.AwaitRefusal(refused, `Subscription to "orderwatch.rescan.x.OTHER"`, 5*time.Second) {
+		t.Error("the fleet's user answers the other fleet's rescan requests")
 	}
 	if len(refusedByServer.take()) == 0 {
 		t.Error("the server logged no violation") // the check above would see none
