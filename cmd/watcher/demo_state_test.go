@@ -31,8 +31,8 @@ func TestDemoShowsTheStateSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	curls := regexp.MustCompile(`curl -s '(` + regexp.QuoteMeta(docDemoURL) + `/state/orders\?[^']*)'`).FindAllStringSubmatch(string(doc), -1)
-	states := regexp.MustCompile("`(?:go run \\./cmd/)?watcher (state -url " + regexp.QuoteMeta(docDemoURL) + " [^`]*)`").FindAllStringSubmatch(string(doc), -1)
+	curls := regexp.MustCompile(`curl -s '(`+regexp.QuoteMeta(docDemoURL)+`/state/orders\?[^']*)'`).FindAllStringSubmatch(string(doc), -1)
+	states := regexp.MustCompile("`(?:go run \\./cmd/)?watcher (state -url "+regexp.QuoteMeta(docDemoURL)+" [^`]*)`").FindAllStringSubmatch(string(doc), -1)
 	if len(curls) < 2 || len(states) < 1 {
 		t.Fatalf("docs/consuming.md has %d curl commands and %d `watcher state -url` commands for the demo (%s), want the listing and its next page, and the command line", len(curls), len(states), docDemoURL)
 	}
