@@ -76,6 +76,7 @@ func TestMessagesEndsWithTheContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	loop, stop := context.WithCancel(ctx)
+	defer stop()
 	var got []string
 	for msg, err := range consume.Messages(loop, cons) {
 		if err != nil {
