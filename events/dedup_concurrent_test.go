@@ -7,11 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/orderwatch/orderwatch/events"
-	"github.com/orderwatch/orderwatch/internal/testnats"
 )
 
 // concurrentDeliveries: a second delivery of an event arrives while the
@@ -127,17 +123,7 @@ func btoi(b bool) int {
 
 func newKV(t *testing.T, bucket string) *events.KV {
 	t.Helper()
-	ns := testnats.Start(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := events.CreateKV(context.Background(), js, bucket, time.Hour)
+	d, err := events.CreateKV(context.Background(), startJS(t), bucket, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
