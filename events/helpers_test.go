@@ -5,7 +5,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/internal/testnats"
@@ -20,15 +19,5 @@ func newHTTPServer(t *testing.T, h http.Handler) string {
 // startJS is a JetStream client of an in-process NATS server.
 func startJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	ns := testnats.Start(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return testnats.JetStream(t, testnats.Start(t).ClientURL())
 }

@@ -52,12 +52,7 @@ func TestMessagesEndsWithTheContext(t *testing.T) {
 	if _, _, _, err := c.Connect(ctx, "test"); err == nil || !strings.Contains(err.Error(), "stream ORDERS") {
 		t.Fatalf("no stream: %v", err)
 	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := testnats.JetStream(t, ns.ClientURL())
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}}); err != nil {
 		t.Fatal(err)
 	}
