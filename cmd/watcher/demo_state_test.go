@@ -129,3 +129,21 @@ func startDemoInProcess(t *testing.T, ctx context.Context, args ...string) (out 
 	go io.Copy(io.Discard, pr)
 	return out, b.String()
 }
+
+// TestStateWithoutAFileNamesURL: `watcher state` with no state file at
+// its path (a stranger next to the demo) says how to ask a running
+// watcher instead; with -url and no watcher there it says who did not
+// answer.
+func TestStateWithoutAFileNamesURL(t *testing.T) {
+	unsetWatcherEnv(t)
+	t.Setenv("WATCHER_STATE_PATH", t.TempDir()+"/none.db")
+	var stdout, stderr bytes.Buffer
+	if code := runState(t.Context(), []string{"-status", "5", "-older-than", "48h"}, &stdout, &stderr); code != exitFail || !strings.Contains(stderr.String(), "-url") {
+		t.Errorf("without a state file: exit %d, %q; want a hint at -url", code, stderr.String())
+	}
+	stderr.Reset()
+	ln := e2e.FreeAddr(t) // nobody listens there
+	if code := runState(t.Context(), []string{"-url", "http://" + ln, "2302"}, &stdout, &stderr); code != exitFail || !strings.Contains(stderr.String(), "no watcher answered at http://"+ln) {
+		t.Errorf("-url with nobody there: exit %d, %q", code, stderr.String())
+	}
+}
