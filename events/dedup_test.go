@@ -7,11 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/orderwatch/orderwatch/events"
-	"github.com/orderwatch/orderwatch/internal/testnats"
 )
 
 func id(n int) string { return fmt.Sprintf("%032x", n) }
@@ -82,16 +78,7 @@ func TestOnceMemory(t *testing.T) { onceSuite(t, events.NewMemory(100, time.Hour
 // second instance on the same bucket (the consumer restarted) knows what
 // the first handled.
 func TestKVSurvivesTheConsumer(t *testing.T) {
-	ns := testnats.Start(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := startJS(t)
 	ctx := context.Background()
 	d, err := events.CreateKV(ctx, js, "orders_seen", 24*time.Hour)
 	if err != nil {

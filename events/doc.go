@@ -5,9 +5,13 @@
 // and a helper that remembers handled event ids.
 //
 // A consumer decodes a JetStream message with FromMsg, picks its
-// subscriptions with Prefix (Into, OutOf, Transition, Order, ...) and
+// subscriptions with Prefix (Into, OutOf, Transition, Order, ...),
 // handles each event id once with Once and a Deduper (Memory in process,
-// KV across restarts and instances).
+// KV across restarts and instances; concurrent deliveries of one id run
+// the handler once) and, where the order of an order's events matters,
+// applies an event only when Latest says it is newer than what it holds.
+// Package events/consume connects to the events and loops over a
+// consumer's messages.
 //
 // The contract these types describe (subjects, the silent first sync,
 // before: null on first sight, the delivery guarantee and what it asks of

@@ -57,7 +57,7 @@ func (t Type) token() string { return strings.TrimPrefix(string(t), "order.") }
 // passes the schema again.
 type Event struct {
 	SpecVersion     string    `json:"specversion"` // "1.0"
-	ID              string    `json:"id"`          // 32 lower-case hex digits, deterministic; also the Nats-Msg-Id header
+	ID              string    `json:"id"`          // 32 lower-case hex digits, deterministic; the Nats-Msg-Id header is MsgID(shop, ID)
 	Source          string    `json:"source"`      // the shop's base URL or WATCHER_SOURCE
 	Type            Type      `json:"type"`
 	Subject         string    `json:"subject"`         // the order id in decimal (CloudEvents subject, not the NATS subject)

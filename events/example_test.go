@@ -112,3 +112,26 @@ func ExampleEvent_String() {
 	// order.discovered order 2307: in status 11.1
 	// order.updated order 2302: updated at 2026-11-22T10:02:41+01:00
 }
+
+// Apply an order's events in order, also when a redelivery comes late:
+// keep a Latest per order. Two events with the same updatedAt (here the
+// schema's status and lock change of order 2302) are both applied; a copy
+// is not.
+func ExampleLatest() {
+	ex, _ := schemas.Examples()
+	status, _ := events.Unmarshal(ex["order.status_changed"][0])
+	lock, _ := events.Unmarshal(ex["order.lock_changed"][0])
+	var stored events.Latest // kept with the order's state
+	for _, ev := range []events.Event{status, lock, status} {
+		if !stored.Newer(ev) {
+			fmt.Println("skip", ev)
+			continue
+		}
+		fmt.Println("apply", ev)
+		stored = stored.Add(ev)
+	}
+	// Output:
+	// apply order.status_changed order 2302: 5 -> 5.1
+	// apply order.lock_changed order 2302: lock reversibleLocked -> permanentlyLocked
+	// skip order.status_changed order 2302: 5 -> 5.1
+}

@@ -52,7 +52,7 @@ type Config struct {
 	NATSTLSCert      string `envconfig:"NATS_TLS_CERT" desc:"Client certificate file for NATS TLS"`
 	NATSTLSKey       string `envconfig:"NATS_TLS_KEY" desc:"Client key file for NATS TLS"`
 
-	Stream          string        `envconfig:"STREAM" default:"ORDERS" desc:"JetStream stream; empty = core NATS (at-most-once)"`
+	Stream          string        `envconfig:"STREAM" default:"ORDERS" desc:"JetStream stream; empty = core NATS (nothing kept)"`
 	StreamCreate    bool          `envconfig:"STREAM_CREATE" default:"true" desc:"Create the stream when it is missing"`
 	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"10m" desc:"Duplicate window of a created stream (dedup by Nats-Msg-Id)"`
 	StreamMaxAge    time.Duration `envconfig:"STREAM_MAX_AGE" default:"0s" desc:"Retention of a created stream; 0 = unlimited"`

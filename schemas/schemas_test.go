@@ -257,7 +257,7 @@ func TestAsyncAPI(t *testing.T) {
 		t.Errorf("asyncapi version %v", doc["asyncapi"])
 	}
 	desc := doc["info"].(map[string]any)["description"].(string)
-	for _, s := range []string{"exactly once", "Nats-Msg-Id", "duplicate window", "at most once", "orders.status_changed.*.8.>"} {
+	for _, s := range []string{"exactly once", "Nats-Msg-Id", "duplicate window", "Core NATS mode", "orders.status_changed.*.8.>"} {
 		if !strings.Contains(desc, s) {
 			t.Errorf("description does not mention %q", s)
 		}

@@ -87,18 +87,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer d.Close() // Run closes it; this when the demo ends before
 
+	web := d.HTTPURL()
 	fmt.Fprintf(stdout, `orderwatch demo: a simulated shop, NATS and the watcher in one process; nothing leaves this machine.
   shop      %s  (user demo/demo, %d orders, %.3g changes/s)
   NATS      %s  (JetStream stream ORDERS, subjects orders.>)
   watcher   %s/metrics  %s/readyz  (a sweep every %s)
+  state     %s/state/orders?status=5&olderThan=48h  (every order's tracked state, paged)
 Watch with the nats CLI:  nats --server %s sub 'orders.>'
                           nats --server %s stream view ORDERS
-Consume them in Go (docs/consuming.md, examples/), in another terminal of this clone:
+In another terminal of this clone (docs/consuming.md, examples/):
   go run ./examples/since -nats %s -since 1h        # the last hour's events, then exit
   go run ./examples/durable -nats %s                # a durable consumer: stop it, start it again, nothing is lost
   go run ./examples/alert-webhook -nats %s -status 7 -webhook <URL>   # one line per order entering status 7
+  go run ./cmd/watcher state -url %s -status 5 -older-than 48h        # orders in status 5 for over 48 h
 Events as they happen (Ctrl-C to stop):
-`, simURL, *orders, *rate, natsURL, d.HTTPURL(), d.HTTPURL(), *interval, natsURL, natsURL, natsURL, natsURL, natsURL)
+`, simURL, *orders, *rate, natsURL, web, web, *interval, web, natsURL, natsURL, natsURL, natsURL, natsURL, web)
 
 	err = showEvents(ctx, natsURL, []*plentysim.Server{sim}, *rate, "the watcher made %d calls to the shop", stdout, func() error { return d.Run(ctx) })
 	if err != nil {

@@ -33,6 +33,17 @@ func TestDemoFleet(t *testing.T) {
 		s := out.String()
 		return event("shop-001").MatchString(s) && event("shop-002").MatchString(s) && moved.MatchString(s)
 	})
+	// The banner's `watcher state` line asks member-1, which now runs both
+	// shops, for a shop's listing.
+	line := regexp.MustCompile(`(?m)^  go run \./cmd/watcher (state -url http://\S+ -shop shop-001 -status 5 -older-than 48h)$`).FindStringSubmatch(out.String())
+	if line == nil {
+		t.Errorf("the fleet demo's banner has no `watcher state -url ... -shop shop-001` line:\n%s", out.String())
+	} else {
+		var stdout, stderr strings.Builder
+		if code := runState(ctx, strings.Fields(line[1])[1:], &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), `"orders"`) {
+			t.Errorf("watcher %s: exit %d: %s%s", line[1], code, stdout.String(), stderr.String())
+		}
+	}
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("demo: exit %d: %s", code, errOut.String())

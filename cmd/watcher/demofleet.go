@@ -99,10 +99,12 @@ func runDemoFleet(ctx context.Context, o demoFleet, dir string, stdout, stderr i
   %s  http://%s/state%s
 Watch with the nats CLI:  nats --server %s sub 'orders.>'          (one shop: 'orders.%s.>')
                           nats --server %s kv watch orderwatch_lease  (the shops' leases: which member holds which)
-Consume them in Go (docs/consuming.md, examples/): go run ./examples/since -nats %s -since 1h
+Consume them in Go (docs/consuming.md, examples/): go run ./examples/since -nats %s -prefix 'orders.*' -since 1h
+A shop's orders in status 5 for over 48 h, from the member that runs it (the fleet: lines below):
+  go run ./cmd/watcher state -url http://%s -shop %s -status 5 -older-than 48h
 Events as they happen, with their shop (Ctrl-C to stop):
 `, o.shops, simURL, plentysim.TenantPath(ids[0]), ids[len(ids)-1], o.orders, o.rate, registry, natsURL, names[0], addrs[0], names[1], addrs[1],
-		leaving, natsURL, ids[0], natsURL, natsURL)
+		leaving, natsURL, ids[0], natsURL, natsURL, addrs[0], ids[0])
 
 	if o.leave > 0 {
 		defer time.AfterFunc(o.leave, func() {

@@ -101,7 +101,7 @@ Commands:
                        opens no session. Exit 0 when all is well.
   state [flags] [ID]   The state file's report (watermark, baseline, first sync, last sweep,
                        orders, outbox, size), order ID's state, or with -status/-older-than the
-                       orders in a status, as JSON. Asks the watcher that holds the file.
+                       orders in a status, as JSON. Asks the watcher holding the file or at -url.
   rescan --from T [--to T]
                        Asks the active replica (through NATS) to read the period from T again
                        against its snapshot and publish only real differences (a repair after

@@ -38,7 +38,7 @@ func TestStateReportListsQuarantine(t *testing.T) {
 	if !strings.Contains(text.String(), "quarantined    1") || !strings.Contains(text.String(), "order 4711: "+reason) {
 		t.Errorf("text report:\n%s", text.String())
 	}
-	b, err := localState(s, &Config{StatePath: s.Path()}, stateRequest{orderID: 4711})
+	b, err := localState(s, &Config{StatePath: s.Path()}, pipeline.StateQuery{OrderID: 4711})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +46,14 @@ func TestStateReportListsQuarantine(t *testing.T) {
 	if err := json.Unmarshal(b, &o); err != nil || o.State != nil || o.Quarantine == nil || o.Quarantine.Attempts != 3 {
 		t.Errorf("order report %s: %v", b, err)
 	}
-	if _, err := localState(s, &Config{StatePath: s.Path()}, stateRequest{orderID: 4712}); err == nil {
+	if _, err := localState(s, &Config{StatePath: s.Path()}, pipeline.StateQuery{OrderID: 4712}); err == nil {
 		t.Error("an order neither tracked nor quarantined was found")
 	}
 	// No quarantine: an empty list, not null.
 	if err := s.Commit(state.Commit{Quarantine: []state.QuarantineOp{{OrderID: 4711}}}); err != nil {
 		t.Fatal(err)
 	}
-	b, _ = localState(s, &Config{StatePath: s.Path()}, stateRequest{})
+	b, _ = localState(s, &Config{StatePath: s.Path()}, pipeline.StateQuery{})
 	if !strings.Contains(string(b), `"quarantine": []`) {
 		t.Errorf("report without quarantine:\n%s", b)
 	}

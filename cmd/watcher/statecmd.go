@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -22,7 +20,8 @@ import (
 // or one order's tracked state, or (-status, -older-than) a page of the
 // orders in a status as GET /state/orders lists them. When a running
 // watcher holds the file, it asks that watcher over HTTP
-// (WATCHER_HTTP_ADDR).
+// (WATCHER_HTTP_ADDR); with -url it asks the watcher at that URL and
+// needs neither the state file nor the configuration.
 func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("state", flag.ContinueOnError)
 	asJSON := fl.Bool("json", false, "print the report as JSON (the shape of GET /state)")
@@ -30,39 +29,45 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fl.Duration("older-than", 0, "list the orders in their status for longer than this (48h)")
 	fl.Int64("after", 0, "a listing's cursor: the previous page's next")
 	fl.Int("limit", pipeline.DefaultListLimit, "orders per page of a listing (at most 10000)")
+	askURL := fl.String("url", "", "ask the running watcher at this URL (its WATCHER_HTTP_ADDR: http://127.0.0.1:9464 for `watcher demo`) instead of reading the state file")
 	shop := shopFlag(fl)
 	if code, ok := parseArgs(fl, args, 1, stdout, stderr); !ok {
 		return code
 	}
-	var req stateRequest
+	var req pipeline.StateQuery
 	if fl.NArg() == 1 {
 		id, err := pipeline.ParseOrderID(fl.Arg(0))
 		if err != nil {
 			fmt.Fprintln(stderr, "watcher state:", err)
 			return exitConfig
 		}
-		req.orderID = id
+		req.OrderID = id
 	}
 	// A listing when one of its flags is given, with GET /state/orders's
 	// parameters (checked by the same parser).
 	fl.Visit(func(f *flag.Flag) {
 		name := map[string]string{"status": "status", "older-than": "olderThan", "after": "after", "limit": "limit"}[f.Name]
 		if name != "" {
-			if req.list == nil {
-				req.list = url.Values{}
+			if req.List == nil {
+				req.List = url.Values{}
 			}
-			req.list.Set(name, f.Value.String())
+			req.List.Set(name, f.Value.String())
 		}
 	})
-	if req.list != nil {
-		if req.orderID != 0 {
+	if req.List != nil {
+		if req.OrderID != 0 {
 			fmt.Fprintln(stderr, "watcher state: an order id or a listing (-status, -older-than, -after, -limit), not both")
 			return exitConfig
 		}
-		if _, err := pipeline.ParseListQuery(req.list, time.Now()); err != nil {
+		if _, err := pipeline.ParseListQuery(req.List, time.Now()); err != nil {
 			fmt.Fprintln(stderr, "watcher state:", err)
 			return exitConfig
 		}
+	}
+	if *askURL != "" {
+		req.Shop = *shop
+		body, err := pipeline.AskState(ctx, *askURL, req)
+		return printState(body, err, req, *asJSON, stdout, stderr)
 	}
 	for _, l := range unknownVarsText() {
 		fmt.Fprintln(stderr, "watcher state: warning:", l)
@@ -89,13 +94,19 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case errors.Is(err, fs.ErrNotExist) && *shop != "":
 		err = fmt.Errorf("%w: this member has not run shop %s; ask the member that runs it (GET /state on a member names its holder)", err, *shop)
 	case errors.Is(err, fs.ErrNotExist):
-		err = fmt.Errorf("%w (set WATCHER_STATE_PATH to the watcher's state file)", err)
+		err = fmt.Errorf("%w (set WATCHER_STATE_PATH to the watcher's state file, or ask a running watcher with -url)", err)
 	}
+	return printState(body, err, req, *asJSON, stdout, stderr)
+}
+
+// printState prints what `watcher state` got: the JSON of an order or a
+// listing, the report as text (or JSON), or the error.
+func printState(body []byte, err error, req pipeline.StateQuery, asJSON bool, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "watcher state:", err)
 		return exitFail
 	}
-	if req.orderID != 0 || req.list != nil || *asJSON {
+	if req.OrderID != 0 || req.List != nil || asJSON {
 		stdout.Write(body)
 		return exitOK
 	}
@@ -108,23 +119,14 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
-var errNotTracked = errors.New("not tracked")
-
-// stateRequest is what `watcher state` asks for: the report (the zero
-// value), one order, or a page of a listing.
-type stateRequest struct {
-	orderID int64
-	list    url.Values // GET /state/orders's parameters; nil: no listing
-}
-
 // localState reads the report, an order or a listing's page from the state
 // file, as JSON.
-func localState(s *state.Store, cfg *Config, req stateRequest) ([]byte, error) {
+func localState(s *state.Store, cfg *Config, req pipeline.StateQuery) ([]byte, error) {
 	var v any
-	orderID := req.orderID
+	orderID := req.OrderID
 	switch {
-	case req.list != nil:
-		q, err := pipeline.ParseListQuery(req.list, time.Now())
+	case req.List != nil:
+		q, err := pipeline.ParseListQuery(req.List, time.Now())
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +145,7 @@ func localState(s *state.Store, cfg *Config, req stateRequest) ([]byte, error) {
 			return nil, err
 		}
 		if !ok {
-			return nil, fmt.Errorf("order %d is %w in %s", orderID, errNotTracked, cfg.StatePath)
+			return nil, fmt.Errorf("order %d is %w in %s", orderID, pipeline.ErrNotTracked, cfg.StatePath)
 		}
 		v = rep
 	}
@@ -152,23 +154,10 @@ func localState(s *state.Store, cfg *Config, req stateRequest) ([]byte, error) {
 }
 
 // remoteState asks the watcher that holds the state file.
-func remoteState(ctx context.Context, cfg *Config, req stateRequest) ([]byte, error) {
-	base := pipeline.LocalURL(cfg.HTTPAddr)
-	path, orderID := "/state", req.orderID
-	switch {
-	case req.list != nil:
-		path = "/state/orders?" + req.list.Encode()
-	case orderID != 0:
-		path = fmt.Sprintf("/state/orders/%d", orderID)
+func remoteState(ctx context.Context, cfg *Config, req pipeline.StateQuery) ([]byte, error) {
+	body, err := pipeline.AskState(ctx, pipeline.LocalURL(cfg.HTTPAddr), req)
+	if err != nil && !errors.Is(err, pipeline.ErrNotTracked) {
+		return nil, fmt.Errorf("%s is held by a running watcher: %w (set WATCHER_HTTP_ADDR to its address, or use -url)", cfg.StatePath, err)
 	}
-	code, body, err := pipeline.GetLocal(ctx, base, path)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%s is held by a running watcher, which did not answer at %s (%v): set WATCHER_HTTP_ADDR to its address", cfg.StatePath, base, err)
-	case code == http.StatusNotFound && orderID != 0:
-		return nil, fmt.Errorf("order %d is %w by the running watcher at %s", orderID, errNotTracked, base)
-	case code != http.StatusOK:
-		return nil, fmt.Errorf("%s is held by a running watcher; GET %s%s answered %d: %s", cfg.StatePath, base, path, code, bytes.TrimSpace(body))
-	}
-	return body, nil
+	return body, err
 }

@@ -33,7 +33,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/events"
-	"github.com/orderwatch/orderwatch/examples/internal/conn"
+	"github.com/orderwatch/orderwatch/events/consume"
 )
 
 func main() {
@@ -43,7 +43,7 @@ func main() {
 }
 
 type config struct {
-	conn        *conn.Config
+	conn        *consume.Config
 	status      events.Decimal
 	webhook     string
 	durable     string
@@ -61,7 +61,7 @@ type config struct {
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("alert-webhook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c := &config{conn: conn.Flags(fs, getenv)}
+	c := &config{conn: consume.Flags(fs, getenv)}
 	status := fs.String("status", "", "alert when an order enters this status (5, 5.1, ...); required")
 	fs.StringVar(&c.webhook, "webhook", getenv("ALERT_WEBHOOK_URL"), "URL to POST {\"text\": line} to (env ALERT_WEBHOOK_URL); required")
 	fs.StringVar(&c.durable, "durable", "", "durable consumer name (default orderwatch-alert-<status>)")
@@ -135,7 +135,7 @@ func alert(ctx context.Context, c *config, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "alerting on orders entering status %s (consumer %s, subjects %v) to %s\n", c.status, c.durable, filters, c.webhook)
 
 	client := &http.Client{Timeout: c.httpTimeout}
-	for msg, err := range conn.Messages(ctx, cons) {
+	for msg, err := range consume.Messages(ctx, cons) {
 		if err != nil {
 			return err
 		}

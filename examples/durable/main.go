@@ -25,7 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/events"
-	"github.com/orderwatch/orderwatch/examples/internal/conn"
+	"github.com/orderwatch/orderwatch/events/consume"
 )
 
 func main() {
@@ -36,7 +36,7 @@ func main() {
 
 // config is the command line.
 type config struct {
-	conn          *conn.Config
+	conn          *consume.Config
 	durable       string
 	filters       []string
 	ackWait       time.Duration
@@ -52,7 +52,7 @@ type config struct {
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("durable", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c := &config{conn: conn.Flags(fs, getenv)}
+	c := &config{conn: consume.Flags(fs, getenv)}
 	fs.StringVar(&c.durable, "durable", "orderwatch-example", "durable consumer name: the server keeps its position under this name")
 	filter := fs.String("filter", "", "filter subjects, comma-separated (default: every event, {prefix}.>)")
 	fs.DurationVar(&c.ackWait, "ack-wait", 30*time.Second, "redeliver an event not acknowledged within this time")
@@ -69,16 +69,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return 2
 	}
-	if err := consume(ctx, c, stdout); err != nil {
+	if err := consumeEvents(ctx, c, stdout); err != nil {
 		fmt.Fprintln(stderr, "durable:", err)
 		return 1
 	}
 	return 0
 }
 
-// consume creates the durable consumer (or takes the existing one up
+// consumeEvents creates the durable consumer (or takes the existing one up
 // where it stopped) and handles its events until ctx ends.
-func consume(ctx context.Context, c *config, stdout io.Writer) error {
+func consumeEvents(ctx context.Context, c *config, stdout io.Writer) error {
 	nc, _, stream, err := c.conn.Connect(ctx, "orderwatch durable example")
 	if err != nil {
 		return err
@@ -97,7 +97,7 @@ func consume(ctx context.Context, c *config, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "consumer %s on %s, subjects %s\n", c.durable, c.conn.Stream, strings.Join(c.filters, " "))
 
-	for msg, err := range conn.Messages(ctx, cons) {
+	for msg, err := range consume.Messages(ctx, cons) {
 		if err != nil {
 			return err
 		}

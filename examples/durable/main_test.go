@@ -47,7 +47,7 @@ func TestRestartRedeliversWhatWasNotAcknowledged(t *testing.T) {
 	c.crash = func(ev events.Event) bool { return ev.ID == victim }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := consume(ctx, c, io.Discard); err != nil || ctx.Err() != nil {
+	if err := consumeEvents(ctx, c, io.Discard); err != nil || ctx.Err() != nil {
 		t.Fatalf("first run: %v, %v", err, ctx.Err())
 	}
 	if want := ids[:3]; !slices.Equal(slices.Sorted(maps.Keys(first)), slices.Sorted(slices.Values(want))) {
@@ -79,7 +79,7 @@ func TestRestartRedeliversWhatWasNotAcknowledged(t *testing.T) {
 		}
 	}
 	out := &bytes.Buffer{}
-	if err := consume(ctx2, c, out); err != nil {
+	if err := consumeEvents(ctx2, c, out); err != nil {
 		t.Fatal(err)
 	}
 	if ctx.Err() != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/events"
-	"github.com/orderwatch/orderwatch/examples/internal/conn"
+	"github.com/orderwatch/orderwatch/events/consume"
 )
 
 func main() {
@@ -33,7 +33,7 @@ func main() {
 }
 
 type config struct {
-	conn    *conn.Config
+	conn    *consume.Config
 	start   time.Time // DeliverByStartTime, or
 	seq     uint64    // DeliverByStartSequence
 	filters []string
@@ -43,7 +43,7 @@ type config struct {
 func parse(args []string, getenv func(string) string, now time.Time, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("since", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c := &config{conn: conn.Flags(fs, getenv)}
+	c := &config{conn: consume.Flags(fs, getenv)}
 	since := fs.String("since", "", "where to start: a duration back from now (6h, 30m) or a time (RFC 3339)")
 	fs.Uint64Var(&c.seq, "seq", 0, "where to start: a stream sequence (instead of -since)")
 	filter := fs.String("filter", "", "filter subjects, comma-separated (default: every event)")
@@ -107,7 +107,7 @@ func since(ctx context.Context, c *config, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "no events")
 		return nil
 	}
-	for msg, err := range conn.Messages(ctx, cons) {
+	for msg, err := range consume.Messages(ctx, cons) {
 		if err != nil {
 			return err
 		}

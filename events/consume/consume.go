@@ -1,7 +1,20 @@
-// Package conn is what the examples share: where the events are (NATS URL,
+// Package consume is what every consumer of orderwatch's events needs
+// besides decoding them (package events): where the events are (NATS URL,
 // stream, subject prefix), from flags or from the watcher's own
-// environment variables, and the connection to them.
-package conn
+// environment variables, the connection to them, and the loop over a
+// consumer's messages that ends when a context does. The runnable
+// consumers in examples/ are built on it; copy one into your own module
+// and it builds as it is.
+//
+//	c := consume.Flags(flag.CommandLine, os.Getenv)
+//	flag.Parse()
+//	nc, js, stream, err := c.Connect(ctx, "my consumer")
+//	...
+//	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "billing", FilterSubjects: c.Filters(""), AckPolicy: jetstream.AckExplicitPolicy})
+//	for msg, err := range consume.Messages(ctx, cons) {
+//		...
+//	}
+package consume
 
 import (
 	"context"
