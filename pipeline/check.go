@@ -85,7 +85,7 @@ func Check(ctx context.Context, cfg *Config, version string, w io.Writer) (passe
 	report(err, "connected to NATS at "+publisher.RedactURL(cfg.NATSURL), "NATS at "+publisher.RedactURL(cfg.NATSURL))
 	if err == nil {
 		if cfg.Stream == "" {
-			fmt.Fprintln(stdout, "WARN WATCHER_STREAM is empty: core NATS mode, at most once (a subscriber that is not connected misses events)")
+			fmt.Fprintln(stdout, "WARN WATCHER_STREAM is empty: core NATS mode, nothing kept (a subscriber that is not connected misses events; a connected one may see an event twice after a failed flush)")
 		} else {
 			pub, err := publisher.New(nc, emptyOutbox{}, publisher.Config{
 				Stream: cfg.Stream, CreateStream: false, SubjectPrefix: cfg.SubjectPrefix,

@@ -1909,7 +1909,7 @@ func TestNotes(t *testing.T) {
 		}, []string{"WARNING: persistence.enabled=false", "watcher check", "7. Monitoring", "NOT CONFIGURED", "stop the watcher"}},
 		{"ephemeral", "testdata/ephemeral-values.yaml", nil, []string{
 			"WARNING: persistence.enabled=false",
-			"core NATS, at-most-once",
+			"core NATS, nothing kept",
 		}, []string{"NOT CONFIGURED", "NetworkPolicy"}},
 		{"full", "testdata/full-values.yaml", nil, []string{
 			"nats sub 'shop.orders.>'",
