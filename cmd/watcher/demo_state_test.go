@@ -33,6 +33,13 @@ func TestDemoShowsTheStateSide(t *testing.T) {
 	}
 	curls := regexp.MustCompile(`curl -s '(`+regexp.QuoteMeta(docDemoURL)+`/state/orders\?[^']*)'`).FindAllStringSubmatch(string(doc), -1)
 	states := regexp.MustCompile("`(?:go run \\./cmd/)?watcher (state -url "+regexp.QuoteMeta(docDemoURL)+" [^`]*)`").FindAllStringSubmatch(string(doc), -1)
+	// A stranger learns from consuming.md alone how to start the demo and
+	// how to build a copied example against a clone.
+	for _, want := range []string{"go run ./cmd/watcher demo", "go mod edit -replace github.com/orderwatch/orderwatch=<clone>", "nats://127.0.0.1:4222"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("docs/consuming.md does not say %q", want)
+		}
+	}
 	if len(curls) < 2 || len(states) < 1 {
 		t.Fatalf("docs/consuming.md has %d curl commands and %d `watcher state -url` commands for the demo (%s), want the listing and its next page, and the command line", len(curls), len(states), docDemoURL)
 	}
