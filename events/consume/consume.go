@@ -92,10 +92,12 @@ func (c *Config) Filters(flag string) []string {
 
 // Messages yields the consumer's messages until ctx ends (then the
 // iteration ends without an error: what was delivered and not acknowledged
-// comes again) or the consumer fails.
-func Messages(ctx context.Context, cons jetstream.Consumer) iter.Seq2[jetstream.Msg, error] {
+// comes again) or the consumer fails (it yields the error and ends). A
+// missed heartbeat is no failure: the loop goes on. opts are the
+// jetstream.Consumer's Messages options.
+func Messages(ctx context.Context, cons jetstream.Consumer, opts ...jetstream.PullMessagesOpt) iter.Seq2[jetstream.Msg, error] {
 	return func(yield func(jetstream.Msg, error) bool) {
-		msgs, err := cons.Messages()
+		msgs, err := cons.Messages(opts...)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -105,8 +107,14 @@ func Messages(ctx context.Context, cons jetstream.Consumer) iter.Seq2[jetstream.
 		defer stop()
 		for {
 			msg, err := msgs.Next()
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			switch {
+			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 				return
+			case errors.Is(err, jetstream.ErrNoHeartbeat):
+				// The server's heartbeats did not arrive for a while (a
+				// leader election, a congested link): the iterator pulls
+				// again by itself.
+				continue
 			}
 			if !yield(msg, err) || err != nil {
 				return
