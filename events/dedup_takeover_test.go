@@ -19,43 +19,15 @@ import (
 func takenOverClaim(t *testing.T, d events.Deduper, advance func(time.Duration)) {
 	t.Helper()
 	ctx := context.Background()
-	var running, most atomic.Int32
-	enter := func() {
-		n := running.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-	}
-	aIn, aOut := make(chan struct{}), make(chan struct{})
-	aDone := make(chan error, 1)
-	go func() {
-		aDone <- events.Once(ctx, d, id(44), func(context.Context) error {
-			enter()
-			defer running.Add(-1)
-			close(aIn)
-			<-aOut
-			return errors.New("A failed")
-		})
-	}()
-	<-aIn
+	aOut, aDone := slowDelivery(ctx, d, id(44), errors.New("A failed"))
 	advance(events.DefaultClaimTTL + time.Second) // A's claim expired
-	bIn, bOut := make(chan struct{}), make(chan struct{})
-	bDone := make(chan error, 1)
-	go func() {
-		bDone <- events.Once(ctx, d, id(44), func(context.Context) error {
-			enter()
-			defer running.Add(-1)
-			close(bIn)
-			<-bOut
-			return nil
-		})
-	}()
-	<-bIn
+	bOut, bDone := slowDelivery(ctx, d, id(44), nil)
 	close(aOut)
 	if err := <-aDone; err == nil {
 		t.Fatal("A's failure was not returned")
 	}
 	cRan := false
-	err := events.Once(ctx, d, id(44), func(context.Context) error { enter(); cRan = true; running.Add(-1); return nil })
+	err := events.Once(ctx, d, id(44), func(context.Context) error { cRan = true; return nil })
 	close(bOut)
 	if err := <-bDone; err != nil {
 		t.Fatalf("B: %v", err)
@@ -66,6 +38,25 @@ func takenOverClaim(t *testing.T, d events.Deduper, advance func(time.Duration))
 	if err := events.Once(ctx, d, id(44), func(context.Context) error { t.Error("handled again after B"); return nil }); err != nil {
 		t.Errorf("after B: %v", err)
 	}
+}
+
+// slowDelivery runs Once for id in the background with a handler that
+// returns result once out is closed; it returns when the handler runs
+// (or Once returned without running it).
+func slowDelivery(ctx context.Context, d events.Deduper, id string, result error) (out chan struct{}, done chan error) {
+	in := make(chan struct{})
+	var entered sync.Once
+	out, done = make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- events.Once(ctx, d, id, func(context.Context) error {
+			entered.Do(func() { close(in) })
+			<-out
+			return result
+		})
+		entered.Do(func() { close(in) }) // not handled: do not wait
+	}()
+	<-in
+	return out, done
 }
 
 func TestOnceTakenOverClaimMemory(t *testing.T) {
