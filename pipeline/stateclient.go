@@ -58,10 +58,7 @@ const askTimeout = 30 * time.Second
 // HTML page, a fleet member asked without its shop) is an error that
 // says so.
 func AskState(ctx context.Context, base string, q StateQuery) ([]byte, error) {
-	base = strings.TrimRight(base, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
+	base = WatcherBase(base)
 	a, err := getAnswer(ctx, base+q.Path())
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -85,6 +82,22 @@ func AskState(ctx context.Context, base string, q StateQuery) ([]byte, error) {
 	}
 	return a.body, nil
 }
+
+// WatcherBase is the address of a watcher's HTTP port from what a user
+// gives as -url: with http:// when it has no scheme, and without an
+// endpoint of the port pasted with it (/state/orders?status=5 from the
+// demo's banner, /state, /metrics, /readyz, /healthz). A fleet member's
+// shop path (/shops/{id}) stays.
+func WatcherBase(u string) string {
+	if !strings.Contains(u, "://") {
+		u = "http://" + u
+	}
+	u, _, _ = strings.Cut(u, "#")
+	u, _, _ = strings.Cut(u, "?")
+	return endpointSuffix.ReplaceAllString(strings.TrimRight(u, "/"), "")
+}
+
+var endpointSuffix = regexp.MustCompile(`(/state(/orders(/[^/]*)?)?|/metrics|/readyz|/healthz)$`)
 
 // answer is an HTTP answer, read whole.
 type answer struct {

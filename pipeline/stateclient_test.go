@@ -96,3 +96,21 @@ func TestAskStateTimeout(t *testing.T) {
 		t.Errorf("a watcher that does not answer: %v", err)
 	}
 }
+
+func TestWatcherBase(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:9464": "http://127.0.0.1:9464",
+		"127.0.0.1:9464/":       "http://127.0.0.1:9464",
+		"http://127.0.0.1:9464/state/orders?status=5&olderThan=48h": "http://127.0.0.1:9464",
+		"http://127.0.0.1:9464/state":                               "http://127.0.0.1:9464",
+		"http://127.0.0.1:9464/state/orders/2302":                   "http://127.0.0.1:9464",
+		"http://127.0.0.1:9464/metrics":                             "http://127.0.0.1:9464",
+		"http://member:9090/shops/berlin":                           "http://member:9090/shops/berlin",
+		"http://member:9090/shops/berlin/state/orders?status=5":     "http://member:9090/shops/berlin",
+		"https://watcher.example/orderwatch/readyz":                 "https://watcher.example/orderwatch",
+	} {
+		if got := WatcherBase(in); got != want {
+			t.Errorf("WatcherBase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
