@@ -71,6 +71,10 @@ func AskState(ctx context.Context, base string, q StateQuery) ([]byte, error) {
 		if shops := memberShops(ctx, base, a); shops != "" {
 			return nil, fmt.Errorf("%s is a fleet member (WATCHER_SHOPS_FILE): name the shop with -shop (%s)", base, shops)
 		}
+	case q.Shop != "" && a.code == http.StatusNotFound:
+		if shops := memberShops(ctx, base, answer{}); shops != "" {
+			return nil, fmt.Errorf("the fleet member at %s does not run shop %s: ask the member that does (%s)", base, q.Shop, shops)
+		}
 	}
 	switch {
 	case a.code == http.StatusNotFound:

@@ -114,3 +114,21 @@ func TestWatcherBase(t *testing.T) {
 		}
 	}
 }
+
+// TestAskStateShopElsewhere: -shop names a shop the member does not run:
+// the error names the member that does, not a wrong port.
+func TestAskStateShopElsewhere(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/state" {
+			rw.Header().Set("Content-Type", "application/json")
+			io.WriteString(rw, `{"instance": "member-1", "members": {"member-1": 1, "member-2": 1}, "shops": [{"id": "berlin", "state": "active", "holder": "member-1"}, {"id": "paris", "state": "elsewhere", "holder": "member-2"}]}`)
+			return
+		}
+		http.Error(rw, "shop paris does not run on this member (see /state)", http.StatusNotFound)
+	}))
+	defer srv.Close()
+	_, err := AskState(t.Context(), srv.URL, StateQuery{Shop: "paris", List: url.Values{"status": {"5"}}})
+	if err == nil || !strings.Contains(err.Error(), "paris on member-2") || strings.Contains(err.Error(), "HTTP port") {
+		t.Errorf("a shop of another member: %v; want it to name the member that runs it", err)
+	}
+}
