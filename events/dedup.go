@@ -316,8 +316,8 @@ func CreateKV(ctx context.Context, js jetstream.JetStream, bucket string, ttl ti
 
 // Seen reports whether the bucket holds id as handled.
 func (k *KV) Seen(ctx context.Context, id string) (bool, error) {
-	if !idPattern.MatchString(id) {
-		return false, fmt.Errorf("%q is not an event id", id)
+	if !keyPattern.MatchString(id) {
+		return false, fmt.Errorf("%q is not an event id or Key", id)
 	}
 	e, err := k.kv.Get(ctx, id)
 	switch {
@@ -341,8 +341,8 @@ func (k *KV) Claim(ctx context.Context, id string) (bool, error) {
 
 // claimToken takes id; the token is the revision of the claim's key.
 func (k *KV) claimToken(ctx context.Context, id string) (uint64, bool, error) {
-	if !idPattern.MatchString(id) {
-		return 0, false, fmt.Errorf("%q is not an event id", id)
+	if !keyPattern.MatchString(id) {
+		return 0, false, fmt.Errorf("%q is not an event id or Key", id)
 	}
 	for range 3 { // a key deleted (released) between Create and Get is tried again
 		rev, err := k.kv.Create(ctx, id, k.claimValue())
@@ -383,8 +383,8 @@ func (k *KV) claimToken(ctx context.Context, id string) (uint64, bool, error) {
 // Done stores id as handled. When that fails, a claim of this instance
 // still holds (Release gives it up).
 func (k *KV) Done(ctx context.Context, id string) error {
-	if !idPattern.MatchString(id) {
-		return fmt.Errorf("%q is not an event id", id)
+	if !keyPattern.MatchString(id) {
+		return fmt.Errorf("%q is not an event id or Key", id)
 	}
 	if _, err := k.kv.PutString(ctx, id, kvDone); err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/orderwatch/orderwatch/events"
 )
 
@@ -157,5 +159,28 @@ func TestOnceManyDeliveriesAtOnce(t *testing.T) {
 		if n := calls.Load(); n != 1 {
 			t.Errorf("%s: the handler ran %d times for 32 deliveries of one id at once", name, n)
 		}
+	}
+}
+
+// TestKeyKeepsShopsApart: two shops publish the same event id; keyed by
+// Key, a KV deduper handles each shop's event once.
+func TestKeyKeepsShopsApart(t *testing.T) {
+	ev := events.Event{ID: id(48)}
+	berlin, paris := nats.Header{"Orderwatch-Shop": {"berlin"}}, nats.Header{"Orderwatch-Shop": {"paris"}}
+	if k := events.Key(berlin, ev); k != "berlin."+ev.ID {
+		t.Errorf("Key of berlin's event: %q", k)
+	}
+	if k := events.Key(nats.Header{}, ev); k != ev.ID {
+		t.Errorf("Key without a shop: %q, want the event id", k)
+	}
+	d := newKV(t, "shops")
+	calls := 0
+	for _, h := range []nats.Header{berlin, paris, berlin, paris} {
+		if err := events.Once(context.Background(), d, events.Key(h, ev), func(context.Context) error { calls++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 2 {
+		t.Errorf("handled %d times, want once per shop", calls)
 	}
 }
