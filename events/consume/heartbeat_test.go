@@ -141,13 +141,13 @@ func TestMessagesGoesOnAfterMissedHeartbeats(t *testing.T) {
 			break
 		}
 		// While the loop waits for the next event: stall until the server
-		// sent three heartbeats the client did not get (it reports a
+		// sent four heartbeats the client did not get (it reports a
 		// missed one after two), then let them through and publish the
 		// next event.
 		proxy.stalled.Store(true)
 		go func() {
 			defer close(resumed)
-			for proxy.heldHeartbeats() < 3 && stall.Err() == nil {
+			for proxy.heldHeartbeats() < 4 && stall.Err() == nil {
 				time.Sleep(10 * time.Millisecond)
 			}
 			proxy.stalled.Store(false)
