@@ -81,13 +81,19 @@ func (c *Config) Connect(ctx context.Context, name string) (*nats.Conn, jetstrea
 	return nc, js, s, nil
 }
 
-// Filters reads a -filter flag: comma-separated subjects, or every event
-// under the prefix when empty.
+// Filters reads a -filter flag: comma-separated subjects (blanks around
+// them do not count), or every event under the prefix when empty.
 func (c *Config) Filters(flag string) []string {
-	if flag == "" {
+	var out []string
+	for _, f := range strings.Split(flag, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
 		return []string{c.Prefix.All()}
 	}
-	return strings.Split(flag, ",")
+	return out
 }
 
 // Messages yields the consumer's messages until ctx ends (then the
