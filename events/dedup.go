@@ -17,8 +17,8 @@ import (
 // consumer at least once (docs/consuming.md, "Delivery guarantee"): a
 // message not acknowledged in time is delivered again, also to another
 // instance of the same durable consumer while the first still works on it,
-// and a replay delivers events seen before. Keyed by the event id, a second
-// copy is recognised.
+// and a replay delivers events seen before. Keyed by the event id (by Key
+// when the consumer reads several shops), a second copy is recognised.
 //
 // The window must cover the longest time between two copies of an event
 // the consumer must not handle twice: for redelivery, AckWait x MaxDeliver
