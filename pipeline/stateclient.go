@@ -63,6 +63,8 @@ func AskState(ctx context.Context, base string, q StateQuery) ([]byte, error) {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, fmt.Errorf("the watcher at %s did not answer in time: %w", base, err)
+	case err != nil && a.code != 0: // it answered; reading the answer failed
+		return nil, fmt.Errorf("the answer of %s: %w", base, err)
 	case err != nil:
 		return nil, fmt.Errorf("no watcher answered at %s: %w", base, err)
 	case a.code == http.StatusNotFound && q.OrderID != 0 && bytes.Contains(a.body, []byte(ErrNotTracked.Error())):
