@@ -17,8 +17,8 @@ import (
 // consumer at least once (docs/consuming.md, "Delivery guarantee"): a
 // message not acknowledged in time is delivered again, also to another
 // instance of the same durable consumer while the first still works on it,
-// and a replay delivers events seen before. Keyed by the event id, a second
-// copy is recognised.
+// and a replay delivers events seen before. Keyed by the event id (by Key
+// when the consumer reads several shops), a second copy is recognised.
 //
 // The window must cover the longest time between two copies of an event
 // the consumer must not handle twice: for redelivery, AckWait x MaxDeliver
@@ -55,9 +55,19 @@ var ErrInProgress = errors.New("event is being handled by another delivery")
 // claim handles that event again once the claim has expired.
 const DefaultClaimTTL = 5 * time.Minute
 
-// releaseTimeout bounds the release of a claim after a failed handling,
-// also when the caller's context has ended.
-const releaseTimeout = 5 * time.Second
+// settleTimeout bounds marking an id done after its handling and
+// releasing a claim after a failed one, also when the caller's context
+// has ended meanwhile (a stop while the handler finished its work: the
+// work is done and must be recorded).
+const settleTimeout = 5 * time.Second
+
+// tokenDeduper is a Deduper whose claims are told apart: Once releases
+// its own claim only, never the one of a delivery that took the id over
+// after that claim expired (a slow handler that then failed).
+type tokenDeduper interface {
+	claimToken(ctx context.Context, id string) (token uint64, ok bool, err error)
+	releaseToken(ctx context.Context, id string, token uint64) error
+}
 
 // Once handles the event with id once per window, also when deliveries of
 // it arrive concurrently (an ack wait that ran out while another instance
@@ -70,30 +80,49 @@ const releaseTimeout = 5 * time.Second
 //
 // The caller acknowledges the message after Once returns nil and leaves it
 // unacknowledged (or naks it) on an error, so a failed handling is
-// retried. A crash between handle and Done leaves the claim until it
-// expires (the deduper's claim TTL); the redelivery after that handles the
-// event again: make handle's effect idempotent where that matters, or
-// accept the rare repeat.
+// retried. When handle succeeds, the id is marked Done also if ctx ended
+// meanwhile (the work is done).
+//
+// The claim holds for the deduper's claim TTL (DefaultClaimTTL): a
+// handling that takes longer than that can run twice, because another
+// delivery then takes the expired claim over; set the TTL above your
+// longest handling. A crash between handle and Done leaves the claim
+// until it expires; the redelivery after that handles the event again:
+// make handle's effect idempotent where that matters, or accept the rare
+// repeat. Deliveries told ErrInProgress count against the consumer's
+// MaxDeliver: with a limit, let the naks' delays reach past the claim TTL.
 func Once(ctx context.Context, d Deduper, id string, handle func(context.Context) error) error {
-	claimed, err := d.Claim(ctx, id)
+	var token uint64
+	var claimed bool
+	var err error
+	td, tokens := d.(tokenDeduper)
+	if tokens {
+		token, claimed, err = td.claimToken(ctx, id)
+	} else {
+		claimed, err = d.Claim(ctx, id)
+	}
 	if err != nil {
 		return fmt.Errorf("dedup claim of %s: %w", id, err)
 	}
 	if !claimed {
 		return nil
 	}
+	settle, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
 	done := false
 	defer func() {
-		if !done {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			defer cancel()
-			_ = d.Release(rctx, id) // else the claim expires
+		switch {
+		case done:
+		case tokens:
+			_ = td.releaseToken(settle, id, token) // else the claim expires
+		default:
+			_ = d.Release(settle, id)
 		}
 	}()
 	if err := handle(ctx); err != nil {
 		return err
 	}
-	if err := d.Done(ctx, id); err != nil {
+	if err := d.Done(settle, id); err != nil {
 		return fmt.Errorf("dedup mark of %s: %w", id, err)
 	}
 	done = true
@@ -113,7 +142,13 @@ type Memory struct {
 	now      func() time.Time
 	order    *list.List               // of memEntry, oldest first
 	ids      map[string]*list.Element // id -> its element in order
-	claims   map[string]time.Time     // id -> when its claim expires
+	claims   map[string]memClaim      // id -> its claim
+	tokens   uint64                   // the last claim's token
+}
+
+type memClaim struct {
+	until time.Time // when it expires
+	token uint64
 }
 
 type memEntry struct {
@@ -132,7 +167,7 @@ func NewMemory(max int, ttl time.Duration, now func() time.Time) *Memory {
 		now = time.Now
 	}
 	return &Memory{ttl: ttl, claimTTL: DefaultClaimTTL, max: max, now: now, order: list.New(),
-		ids: map[string]*list.Element{}, claims: map[string]time.Time{}}
+		ids: map[string]*list.Element{}, claims: map[string]memClaim{}}
 }
 
 // SetClaimTTL sets how long a claim that is neither Done nor released
@@ -154,19 +189,25 @@ func (m *Memory) Seen(_ context.Context, id string) (bool, error) {
 }
 
 // Claim takes id unless it is Done or claimed (see Deduper).
-func (m *Memory) Claim(_ context.Context, id string) (bool, error) {
+func (m *Memory) Claim(ctx context.Context, id string) (bool, error) {
+	_, ok, err := m.claimToken(ctx, id)
+	return ok, err
+}
+
+func (m *Memory) claimToken(_ context.Context, id string) (uint64, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.expire()
 	if _, ok := m.ids[id]; ok {
-		return false, nil
+		return 0, false, nil
 	}
 	now := m.now()
-	if until, ok := m.claims[id]; ok && now.Before(until) {
-		return false, ErrInProgress
+	if c, ok := m.claims[id]; ok && now.Before(c.until) {
+		return 0, false, ErrInProgress
 	}
-	m.claims[id] = now.Add(m.claimTTL)
-	return true, nil
+	m.tokens++
+	m.claims[id] = memClaim{until: now.Add(m.claimTTL), token: m.tokens}
+	return m.tokens, true, nil
 }
 
 // Release gives up the claim of id.
@@ -174,6 +215,16 @@ func (m *Memory) Release(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.claims, id)
+	return nil
+}
+
+// releaseToken gives up the claim of id if it is still the one of token.
+func (m *Memory) releaseToken(_ context.Context, id string, token uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.claims[id].token == token {
+		delete(m.claims, id)
+	}
 	return nil
 }
 
@@ -265,8 +316,8 @@ func CreateKV(ctx context.Context, js jetstream.JetStream, bucket string, ttl ti
 
 // Seen reports whether the bucket holds id as handled.
 func (k *KV) Seen(ctx context.Context, id string) (bool, error) {
-	if !idPattern.MatchString(id) {
-		return false, fmt.Errorf("%q is not an event id", id)
+	if !keyPattern.MatchString(id) {
+		return false, fmt.Errorf("%q is not an event id or Key", id)
 	}
 	e, err := k.kv.Get(ctx, id)
 	switch {
@@ -281,55 +332,65 @@ func (k *KV) Seen(ctx context.Context, id string) (bool, error) {
 
 // Claim takes id unless it is done or claimed (see Deduper).
 func (k *KV) Claim(ctx context.Context, id string) (bool, error) {
-	if !idPattern.MatchString(id) {
-		return false, fmt.Errorf("%q is not an event id", id)
+	rev, ok, err := k.claimToken(ctx, id)
+	if ok {
+		k.hold(id, rev)
+	}
+	return ok, err
+}
+
+// claimToken takes id; the token is the revision of the claim's key.
+func (k *KV) claimToken(ctx context.Context, id string) (uint64, bool, error) {
+	if !keyPattern.MatchString(id) {
+		return 0, false, fmt.Errorf("%q is not an event id or Key", id)
 	}
 	for range 3 { // a key deleted (released) between Create and Get is tried again
 		rev, err := k.kv.Create(ctx, id, k.claimValue())
 		if err == nil {
-			k.hold(id, rev)
-			return true, nil
+			return rev, true, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return false, err
+			return 0, false, err
 		}
 		e, err := k.kv.Get(ctx, id)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
 		if err != nil {
-			return false, err
+			return 0, false, err
 		}
 		until, claimed := k.claimedUntil(e.Value())
 		switch {
 		case !claimed:
-			return false, nil
+			return 0, false, nil
 		case k.now().Before(until):
-			return false, ErrInProgress
+			return 0, false, ErrInProgress
 		}
 		// An expired claim: its holder crashed or hangs. Take it over,
 		// unless another caller did so first.
 		rev, err = k.kv.Update(ctx, id, k.claimValue(), e.Revision())
 		switch {
 		case err == nil:
-			k.hold(id, rev)
-			return true, nil
+			return rev, true, nil
 		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
-			return false, ErrInProgress
+			return 0, false, ErrInProgress
 		}
-		return false, err
+		return 0, false, err
 	}
-	return false, ErrInProgress
+	return 0, false, ErrInProgress
 }
 
-// Done stores id as handled.
+// Done stores id as handled. When that fails, a claim of this instance
+// still holds (Release gives it up).
 func (k *KV) Done(ctx context.Context, id string) error {
-	if !idPattern.MatchString(id) {
-		return fmt.Errorf("%q is not an event id", id)
+	if !keyPattern.MatchString(id) {
+		return fmt.Errorf("%q is not an event id or Key", id)
+	}
+	if _, err := k.kv.PutString(ctx, id, kvDone); err != nil {
+		return err
 	}
 	k.take(id)
-	_, err := k.kv.PutString(ctx, id, kvDone)
-	return err
+	return nil
 }
 
 // Release deletes this instance's claim of id, unless another instance
@@ -339,6 +400,13 @@ func (k *KV) Release(ctx context.Context, id string) error {
 	if !ok {
 		return nil
 	}
+	return k.releaseToken(ctx, id, rev)
+}
+
+// releaseToken deletes the claim of id whose revision is rev, unless
+// another delivery took the claim over meanwhile (after it expired) or
+// the id is done.
+func (k *KV) releaseToken(ctx context.Context, id string, rev uint64) error {
 	err := k.kv.Delete(ctx, id, jetstream.LastRevision(rev))
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		return nil // no longer ours

@@ -33,9 +33,12 @@ func LatestOf(s State) Latest { return Latest{UpdatedAt: s.UpdatedAt} }
 // later event of the order, with MaxAckPending above 1; a replay) is not
 // newer, nor is a second copy of an event applied.
 //
-// The one case it cannot tell: an order observed in more than three states
-// within one second of the shop's clock (docs/how-it-works.md, "Event
-// ids"), where an older event can carry the same updatedAt as a newer one.
+// The one case it cannot tell: an older event with the same updatedAt as
+// a newer one, which needs an order observed in two states by different
+// sweeps within one second of the shop's clock (a write whose updatedAt
+// lags its visibility by more than WATCHER_SETTLE, docs/how-it-works.md,
+// "Event ids") and the older event delivered after the newer one: it is
+// taken as newer.
 func (l Latest) Newer(e Event) bool {
 	at := e.Data.After.UpdatedAt
 	switch {

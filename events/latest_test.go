@@ -70,3 +70,36 @@ func TestLatestKeepsTheSameSweepPair(t *testing.T) {
 		t.Errorf("stored %+v", stored)
 	}
 }
+
+// TestLatestPairInEitherOrder: the same-sweep pair arrives lock change
+// first, each event twice, and an event of the sweep before last: both of
+// the pair are applied once, the older one not.
+func TestLatestPairInEitherOrder(t *testing.T) {
+	prev, first := sweepEvents(t, nil, entryJSON("5", "unlocked", "2026-11-22T09:58:02+01:00"))
+	_, pair := sweepEvents(t, &prev, entryJSON("6", "permanentlyLocked", "2026-11-22T10:02:41+01:00"))
+	stored := events.LatestOf(first[0].Data.After)
+	var applied []string
+	for _, ev := range []events.Event{pair[1], pair[1], first[0], pair[0], pair[0], pair[1]} {
+		if stored.Newer(ev) {
+			applied = append(applied, string(ev.Type))
+			stored = stored.Add(ev)
+		}
+	}
+	if got := strings.Join(applied, " "); got != "order.lock_changed order.status_changed" {
+		t.Errorf("applied %s, want the lock change and the status change once each", got)
+	}
+}
+
+// TestLatestSameSecondLimit is the limit Newer documents: an order seen
+// in two states by two sweeps within one second of the shop's clock (the
+// same updatedAt) whose older event arrives after the newer one; the
+// older one counts as newer.
+func TestLatestSameSecondLimit(t *testing.T) {
+	prev, _ := sweepEvents(t, nil, entryJSON("5", "unlocked", "2026-11-22T09:58:02+01:00"))
+	prev, a := sweepEvents(t, &prev, entryJSON("6", "unlocked", "2026-11-22T10:02:41+01:00"))
+	_, b := sweepEvents(t, &prev, entryJSON("7", "unlocked", "2026-11-22T10:02:41+01:00"))
+	stored := events.Latest{}.Add(b[0])
+	if !stored.Newer(a[0]) {
+		t.Error("the older event of one second is not taken as newer: update Newer's documentation and docs/consuming.md")
+	}
+}

@@ -3,6 +3,7 @@ package events
 import (
 	"fmt"
 	"mime"
+	"regexp"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -52,6 +53,25 @@ func MsgID(shop, id string) string {
 	}
 	return shop + ":" + id
 }
+
+// Key is what a consumer keys an event on (Once, a Deduper, what it
+// stores per event): the event id, preceded by the shop that published it
+// (the message's Orderwatch-Shop header) and '.', when the header names
+// one. An event id hashes the order id, the change and its times, not the
+// shop: a consumer of several shops (fleet mode, shops sharing a stream)
+// can receive the same id from two shops (the same order id making the
+// same change in the same second), which Key keeps apart. A Key is a key
+// of a KV bucket; KV and Memory take it as they take an event id.
+func Key(h nats.Header, e Event) string {
+	shop := h.Get(shopid.Header)
+	if shop == "" || shopid.Valid(shop) != nil {
+		return e.ID
+	}
+	return shop + "." + e.ID
+}
+
+// keyPattern matches an event id and a Key.
+var keyPattern = regexp.MustCompile(`^(?:[a-z0-9][a-z0-9_-]{0,47}\.)?[0-9a-f]{32}$`)
 
 // EventIDOfMsgID is the event id in a Nats-Msg-Id (MsgID, or an event id
 // alone as an earlier version sent it).

@@ -36,8 +36,14 @@ func TestExamplesBuildAsACopy(t *testing.T) {
 		"\nrequire github.com/orderwatch/orderwatch v0.0.0-00010101000000-000000000000\n\nreplace github.com/orderwatch/orderwatch => " + root + "\n"
 	writeFile(t, filepath.Join(dir, "go.mod"), []byte(mod))
 	copyFile(t, filepath.Join(root, "go.sum"), filepath.Join(dir, "go.sum"))
-	for _, ex := range []string{"since", "durable", "alert-webhook"} {
-		copyFile(t, filepath.Join(root, "examples", ex, "main.go"), filepath.Join(dir, ex, "main.go"))
+	// Every example, also one added later.
+	mains, err := filepath.Glob(filepath.Join(root, "examples", "*", "main.go"))
+	if err != nil || len(mains) < 3 {
+		t.Fatalf("examples/*/main.go: %v, %v; want since, durable, alert-webhook and any other", mains, err)
+	}
+	for _, m := range mains {
+		ex := filepath.Base(filepath.Dir(m))
+		copyFile(t, m, filepath.Join(dir, ex, "main.go"))
 	}
 
 	bin := filepath.Join(dir, "bin") + string(filepath.Separator)

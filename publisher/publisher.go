@@ -1,7 +1,7 @@
 // Package publisher drains the transactional outbox of the state file to NATS:
 // into a JetStream stream (exactly once, also past the stream's duplicate
-// window: see sent.go) or, without a stream, as core NATS messages (at most
-// once).
+// window: see sent.go) or, without a stream, as core NATS messages (nothing
+// kept: see Core NATS).
 //
 // # Delivery
 //
@@ -70,7 +70,7 @@
 // With Config.Stream empty, entries are published as core NATS messages in
 // order, a batch at a time, followed by a flush (the server has them), then
 // deleted. Core NATS keeps nothing: a subscriber that is not connected at
-// that moment misses the message (at most once). A flush that fails after
+// that moment misses the message. A flush that fails after
 // the server received part of a batch makes the batch go out again, so a
 // connected subscriber may see a message twice; the event id identifies it.
 package publisher
@@ -107,7 +107,7 @@ var _ Outbox = (*state.Store)(nil)
 // Config configures a Publisher. Zero values take the defaults in brackets.
 type Config struct {
 	// Stream is the JetStream stream; "" = core NATS mode (publish + flush,
-	// at most once, no dedup).
+	// nothing kept, no dedup).
 	Stream string
 	// CreateStream creates the stream when it is missing (EnsureStream).
 	CreateStream bool

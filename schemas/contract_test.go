@@ -44,7 +44,7 @@ var contractDocs = []string{"../README.md", "../docs/how-it-works.md", "../docs/
 var contradictions = []string{
 	"may be stored twice (consumers", "as long as an outage or crash recovery is shorter than that window",
 	"is at most once", "at-most-once", "may see an event twice", "never share an id in practice", "Nats-Msg-Id = event id",
-	"`Nats-Msg-Id` = the event id", "also the Nats-Msg-Id header",
+	"`Nats-Msg-Id` = the event id", "also the Nats-Msg-Id header", "is deterministic and sent as `Nats-Msg-Id`",
 }
 
 var space = regexp.MustCompile(`\s+`)

@@ -262,6 +262,12 @@ func TestAsyncAPI(t *testing.T) {
 			t.Errorf("description does not mention %q", s)
 		}
 	}
+	// The prefix parameter, which every channel's address starts with,
+	// says what it is in fleet mode: the shop's prefix (orders.berlin).
+	prefix := doc["components"].(map[string]any)["parameters"].(map[string]any)["prefix"].(map[string]any)
+	if d, _ := prefix["description"].(string); !strings.Contains(d, "WATCHER_SHOPS_FILE") || !strings.Contains(fmt.Sprint(prefix["examples"]), "orders.berlin") {
+		t.Errorf("the prefix parameter does not say the fleet's prefix carries the shop: %v", prefix)
+	}
 	if srv := doc["servers"].(map[string]any)["nats"].(map[string]any); srv["protocol"] != "nats" {
 		t.Errorf("server nats: protocol %v", srv["protocol"])
 	}

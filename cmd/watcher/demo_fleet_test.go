@@ -43,6 +43,16 @@ func TestDemoFleet(t *testing.T) {
 		if code := runState(ctx, strings.Fields(line[1])[1:], &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), `"orders"`) {
 			t.Errorf("watcher %s: exit %d: %s%s", line[1], code, stdout.String(), stderr.String())
 		}
+		// Without -shop a member has no listing and no single report: the
+		// error says to name the shop, and which shops the member runs.
+		member := strings.Fields(line[1])[2]
+		for _, args := range [][]string{{"-url", member, "-status", "5"}, {"-url", member}, {"-url", member, "1042"}} {
+			stdout.Reset()
+			stderr.Reset()
+			if code := runState(ctx, args, &stdout, &stderr); code != exitFail || !strings.Contains(stderr.String(), "-shop") || !strings.Contains(stderr.String(), "shop-001") {
+				t.Errorf("watcher state %s against a fleet member: exit %d, %q%q; want an error naming -shop and the member's shops", strings.Join(args, " "), code, stdout.String(), stderr.String())
+			}
+		}
 	}
 	cancel()
 	if code := <-done; code != exitOK {

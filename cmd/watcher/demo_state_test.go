@@ -33,6 +33,13 @@ func TestDemoShowsTheStateSide(t *testing.T) {
 	}
 	curls := regexp.MustCompile(`curl -s '(`+regexp.QuoteMeta(docDemoURL)+`/state/orders\?[^']*)'`).FindAllStringSubmatch(string(doc), -1)
 	states := regexp.MustCompile("`(?:go run \\./cmd/)?watcher (state -url "+regexp.QuoteMeta(docDemoURL)+" [^`]*)`").FindAllStringSubmatch(string(doc), -1)
+	// A stranger learns from consuming.md alone how to start the demo and
+	// how to build a copied example against a clone.
+	for _, want := range []string{"go run ./cmd/watcher demo", "go mod edit -replace github.com/orderwatch/orderwatch=<clone>", "nats://127.0.0.1:4222"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("docs/consuming.md does not say %q", want)
+		}
+	}
 	if len(curls) < 2 || len(states) < 1 {
 		t.Fatalf("docs/consuming.md has %d curl commands and %d `watcher state -url` commands for the demo (%s), want the listing and its next page, and the command line", len(curls), len(states), docDemoURL)
 	}
@@ -40,11 +47,11 @@ func TestDemoShowsTheStateSide(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out, banner := startDemoInProcess(t, ctx, "-interval", "1s", "-rate", "0.5")
 	defer func() { cancel(); <-out }()
-	m := regexp.MustCompile(`(?m)^  state +(http://[0-9.:]+)/state/orders\?status=5&olderThan=48h `).FindStringSubmatch(banner)
+	m := regexp.MustCompile(`(?m)^  state +((http://[0-9.:]+)/state/orders\?status=5&olderThan=48h) `).FindStringSubmatch(banner)
 	if m == nil {
 		t.Fatalf("the demo's banner names no state endpoint:\n%s", banner)
 	}
-	web := m[1]
+	web, stateURL := m[2], m[1]
 	line := regexp.MustCompile(`(?m)^  go run \./cmd/watcher (state -url ` + regexp.QuoteMeta(web) + ` -status 5 -older-than 48h) +#`).FindStringSubmatch(banner)
 	if line == nil {
 		t.Fatalf("the demo's banner has no ready-to-paste `watcher state -url %s` line:\n%s", web, banner)
@@ -61,7 +68,9 @@ func TestDemoShowsTheStateSide(t *testing.T) {
 			t.Errorf("docs/consuming.md's `curl -s '%s'` against the demo: %d %s", c[1], code, body)
 		}
 	}
-	for _, cmd := range append([]string{line[1]}, states[0][1]) {
+	// The banner's state URL pasted as -url (the watcher's address is its
+	// beginning) lists as well.
+	for _, cmd := range []string{line[1], states[0][1], "state -url " + stateURL + " -status 5 -older-than 48h"} {
 		args := strings.Fields(strings.Replace(cmd, docDemoURL, web, 1))[1:]
 		t.Setenv("WATCHER_STATE_PATH", t.TempDir()+"/none.db") // no state file: -url needs none
 		var stdout, stderr bytes.Buffer

@@ -81,21 +81,29 @@ func (c *Config) Connect(ctx context.Context, name string) (*nats.Conn, jetstrea
 	return nc, js, s, nil
 }
 
-// Filters reads a -filter flag: comma-separated subjects, or every event
-// under the prefix when empty.
+// Filters reads a -filter flag: comma-separated subjects (blanks around
+// them do not count), or every event under the prefix when empty.
 func (c *Config) Filters(flag string) []string {
-	if flag == "" {
+	var out []string
+	for _, f := range strings.Split(flag, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
 		return []string{c.Prefix.All()}
 	}
-	return strings.Split(flag, ",")
+	return out
 }
 
 // Messages yields the consumer's messages until ctx ends (then the
 // iteration ends without an error: what was delivered and not acknowledged
-// comes again) or the consumer fails.
-func Messages(ctx context.Context, cons jetstream.Consumer) iter.Seq2[jetstream.Msg, error] {
+// comes again) or the consumer fails (it yields the error and ends). A
+// missed heartbeat is no failure: the loop goes on. opts are the
+// jetstream.Consumer's Messages options.
+func Messages(ctx context.Context, cons jetstream.Consumer, opts ...jetstream.PullMessagesOpt) iter.Seq2[jetstream.Msg, error] {
 	return func(yield func(jetstream.Msg, error) bool) {
-		msgs, err := cons.Messages()
+		msgs, err := cons.Messages(opts...)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -105,8 +113,14 @@ func Messages(ctx context.Context, cons jetstream.Consumer) iter.Seq2[jetstream.
 		defer stop()
 		for {
 			msg, err := msgs.Next()
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			switch {
+			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 				return
+			case errors.Is(err, jetstream.ErrNoHeartbeat):
+				// The server's heartbeats did not arrive for a while (a
+				// leader election, a congested link): the iterator pulls
+				// again by itself.
+				continue
 			}
 			if !yield(msg, err) || err != nil {
 				return

@@ -36,7 +36,7 @@ func TestFlagsDefaultToTheWatchersVariables(t *testing.T) {
 		if c.URL != tc.url || c.Stream != tc.stream || strings.Join(c.Filters(""), ",") != tc.filters {
 			t.Errorf("env %v args %v: %s %s %v, want %s %s %s", tc.env, tc.args, c.URL, c.Stream, c.Filters(""), tc.url, tc.stream, tc.filters)
 		}
-		if got := c.Filters("a.>,b.*"); strings.Join(got, " ") != "a.> b.*" {
+		if got := c.Filters("a.>, b.*,"); strings.Join(got, "|") != "a.>|b.*" {
 			t.Errorf("Filters: %v", got)
 		}
 	}

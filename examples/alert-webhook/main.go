@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -147,8 +148,9 @@ func alert(ctx context.Context, c *config, stdout io.Writer) error {
 			msg.Term()
 			continue
 		case ev.Entered(c.status):
-			err := events.Once(ctx, seen, ev.ID, func(ctx context.Context) error {
-				text := line(ev, c.status)
+			// Keyed by shop and id: two shops can publish the same id.
+			err := events.Once(ctx, seen, events.Key(msg.Headers(), ev), func(ctx context.Context) error {
+				text := line(ev, c.status, shopOf(c, msg))
 				if err := c.post(ctx, client, msg, text); err != nil {
 					return err
 				}
@@ -177,16 +179,29 @@ func alert(ctx context.Context, c *config, stdout io.Writer) error {
 	return nil
 }
 
-// line is the alert of one order.
-func line(ev events.Event, status events.Decimal) string {
+// line is the alert of one order (of shop, when not "").
+func line(ev events.Event, status events.Decimal, shop string) string {
 	at := ev.Time.Format(time.RFC3339)
+	order := fmt.Sprint("order ", ev.OrderID())
+	if shop != "" {
+		order += " of shop " + shop
+	}
 	switch ev.Type {
 	case events.Created:
-		return fmt.Sprintf("order %d created in status %s at %s", ev.OrderID(), status, at)
+		return fmt.Sprintf("%s created in status %s at %s", order, status, at)
 	case events.Discovered:
-		return fmt.Sprintf("order %d first seen in status %s at %s", ev.OrderID(), status, at)
+		return fmt.Sprintf("%s first seen in status %s at %s", order, status, at)
 	}
-	return fmt.Sprintf("order %d entered status %s (from %s) at %s", ev.OrderID(), status, ev.Data.Before.StatusID, at)
+	return fmt.Sprintf("%s entered status %s (from %s) at %s", order, status, ev.Data.Before.StatusID, at)
+}
+
+// shopOf is the shop of msg when the prefix selects several shops (a
+// wildcard, fleet mode): its Orderwatch-Shop header.
+func shopOf(c *config, msg jetstream.Msg) string {
+	if !strings.ContainsAny(c.conn.Prefix.String(), "*>") {
+		return ""
+	}
+	return msg.Headers().Get("Orderwatch-Shop")
 }
 
 // post sends the line, retrying with backoff; it tells JetStream the event

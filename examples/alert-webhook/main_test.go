@@ -131,3 +131,30 @@ func TestAlertNeedsStatusAndWebhook(t *testing.T) {
 		t.Errorf("from the environment: %+v, %v", c, err)
 	}
 }
+
+// TestAlertPerShop: in fleet mode (-prefix 'orders.*') two shops publish
+// the same change of their own order 1042 at the same second: the same
+// event id (it hashes the order id, the change and its times, not the
+// shop). Each shop's order entering the status is posted, each once.
+func TestAlertPerShop(t *testing.T) {
+	url, js := fixture.Start(t)
+	ev := fixture.StatusChanged(1042, "5", "6", 1)
+	fixture.PublishShop(t, js, "berlin", ev)
+	fixture.PublishShop(t, js, "paris", ev)
+	fixture.PublishShop(t, js, "paris", fixture.StatusChanged(1043, "5", "6", 2))
+
+	hook := &webhook{}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	args := []string{"-nats", url, "-prefix", "orders.*", "-status", "6", "-webhook", srv.URL, "-retry", "10ms", "-all"}
+	runUntilAcked(t, args, 3)
+	_, lines := hook.result()
+	want := []string{
+		"order 1042 of shop berlin entered status 6 (from 5) at 2026-11-22T10:01:00+01:00",
+		"order 1042 of shop paris entered status 6 (from 5) at 2026-11-22T10:01:00+01:00",
+		"order 1043 of shop paris entered status 6 (from 5) at 2026-11-22T10:02:00+01:00",
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("webhook lines:\n%q\nwant\n%q (one per shop's order)", lines, want)
+	}
+}
