@@ -161,12 +161,17 @@ func (s *checkpointStore) Checkpoint() (state.Checkpoint, bool, error) {
 }
 
 func (g *group) start(name string, p *pipeline) *member {
+	return g.startOn(name, filepath.Join(g.t.TempDir(), name+".db"), p)
+}
+
+// startOn starts a member on the state file at path.
+func (g *group) startOn(name, path string, p *pipeline) *member {
 	t := g.t
 	nc, err := nats.Connect(g.url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := state.Open(filepath.Join(t.TempDir(), name+".db"), state.Options{NoSync: true})
+	st, err := state.Open(path, state.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

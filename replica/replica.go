@@ -319,6 +319,10 @@ type Report struct {
 	// Unproven says why this replica's snapshot may miss events of the
 	// group (mirror.Unproven); "" when it holds every one.
 	Unproven string `json:"unproven,omitempty"`
+	// ShopURLBefore is the service URL the group recorded before this
+	// replica joined it under another URL of the same shop id (a URL
+	// change with WATCHER_SHOP_ID set); "" when the same.
+	ShopURLBefore string `json:"shopUrlBefore,omitempty"`
 }
 
 // Report is the replica's part of the state report.
