@@ -16,7 +16,8 @@
 //
 // # Fencing
 //
-// The holder's deadline is measured on its own monotonic clock: the moment
+// The holder's deadline is measured on its own monotonic clock (one that
+// counts through a system suspend, clock.go): the moment
 // it *sent* the last successful renewal (or creation) plus the TTL minus a
 // margin. The server stamps the revision when it receives it, after that
 // moment, so the key cannot expire before the local deadline. Gate, checked
@@ -119,7 +120,8 @@ type Config struct {
 	OnChange func(active bool)
 	// Now is the wall clock of the value's informational times [time.Now].
 	Now func() time.Time
-	// Mono is the time elapsed on a clock that is never stepped [since New].
+	// Mono is the time elapsed on a clock that is never stepped and counts
+	// through a system suspend [since New, clock.go].
 	Mono func() time.Duration
 	// NoWatch: Run does not watch the key (a consumer per lease); a
 	// process that watches the whole bucket (a fleet) calls Wake when the
@@ -236,8 +238,9 @@ func New(kv jetstream.KeyValue, ttl time.Duration, cfg Config) *Lease {
 		cfg.Now = time.Now
 	}
 	if cfg.Mono == nil {
-		start := time.Now()
-		cfg.Mono = func() time.Duration { return time.Since(start) }
+		clock := elapsed
+		start := clock()
+		cfg.Mono = func() time.Duration { return clock() - start }
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -423,6 +426,12 @@ func (l *Lease) renew(ctx context.Context, rev uint64) time.Duration {
 		l.rev, l.deadline = newRev, sent+l.ttl-l.cfg.Margin
 		l.mu.Unlock()
 		return l.cfg.Renew
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) && l.stillMine(ctx):
+		// A renewal whose answer was lost reached the server: the key
+		// holds this process's value at a later revision (stillMine
+		// adopted it). The deadline stays that of the last answered
+		// renewal; the next one, at once, moves it.
+		return 0
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 		l.mu.Lock()
 		l.rev = 0
@@ -438,6 +447,32 @@ func (l *Lease) renew(ctx context.Context, rev uint64) time.Duration {
 		l.mu.Unlock()
 		return min(max(left, 0), 500*time.Millisecond)
 	}
+}
+
+// stillMine reads the key after a renewal found another revision: when
+// its live value is this process's own (same nonce: a renewal whose
+// answer was lost), the lease adopts that revision and says true. Only
+// this process writes values with its nonce, so no other process held
+// the key in between.
+func (l *Lease) stillMine(ctx context.Context) bool {
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.Renew)
+	defer cancel()
+	e, err := l.kv.Get(rctx, l.cfg.Key)
+	if err != nil {
+		return false
+	}
+	var v Value
+	if json.Unmarshal(e.Value(), &v) != nil || !l.Mine(v) {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.active {
+		return false
+	}
+	l.rev = e.Revision()
+	l.log.Info("a renewal's answer was lost but the renewal reached the server: the lease is still this replica's", "revision", e.Revision())
+	return true
 }
 
 func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
@@ -487,18 +522,24 @@ func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
 	}
 }
 
-// takeOwnStale takes over a live value written by an earlier process on
-// this state file (see Config.File and Config.Lock: the same file, whose
-// lock this process holds, not a copy); ErrKeyExists otherwise.
+// takeOwnStale takes over a live value written by this process or by an
+// earlier process on this state file (see Config.File and Config.Lock:
+// the same file, whose lock this process holds, not a copy); ErrKeyExists
+// otherwise.
 func (l *Lease) takeOwnStale(ctx context.Context, now time.Time) (uint64, error) {
-	if l.cfg.File == "" || l.cfg.Lock == "" {
-		return 0, jetstream.ErrKeyExists
-	}
 	e, err := l.kv.Get(ctx, l.cfg.Key)
 	if err != nil {
 		return 0, jetstream.ErrKeyExists
 	}
 	var v Value
+	if json.Unmarshal(e.Value(), &v) == nil && l.Mine(v) {
+		// This process's own live value (a renewal whose answer was
+		// lost, then the local deadline passed): nobody held it since.
+		return l.kv.Update(ctx, l.cfg.Key, l.value(now), e.Revision())
+	}
+	if l.cfg.File == "" || l.cfg.Lock == "" {
+		return 0, jetstream.ErrKeyExists
+	}
 	if json.Unmarshal(e.Value(), &v) != nil || v.Instance != l.cfg.Instance || v.Host != l.cfg.Host || v.File != l.cfg.File || v.Nonce == l.nonce {
 		return 0, jetstream.ErrKeyExists
 	}
