@@ -532,11 +532,21 @@ func (m *Mirror) ownHeader(h nats.Header) bool {
 }
 
 // streamChanged says whether info shows another incarnation of the stream
-// than the one the record's sequence counts in.
+// than the one the record's sequence counts in, or events removed before
+// this replica read them (a purge under a following standby).
 func (m *Mirror) streamChanged(info *jetstream.StreamInfo) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return (!m.rec.Stream.IsZero() && !m.rec.Stream.Equal(info.Created)) || info.State.LastSeq < m.rec.Seq
+	return (!m.rec.Stream.IsZero() && !m.rec.Stream.Equal(info.Created)) || info.State.LastSeq < m.rec.Seq ||
+		(m.rec.Unproven == "" && removedUnread(info.State, m.rec))
+}
+
+// removedUnread says whether the stream removed events past the record's
+// sequence (its limits, a purge: of some events or of all, when it holds
+// none and its first sequence is the next one to come) before this
+// replica, which had loaded a dump, read them.
+func removedUnread(st jetstream.StreamState, rec Record) bool {
+	return st.FirstSeq > rec.Seq+1 && rec.Dump != ""
 }
 
 // sameStream checks the record's position against the stream: a stream
@@ -562,7 +572,7 @@ func (m *Mirror) sameStream(info *jetstream.StreamInfo) error {
 		m.log.Warn("standby: "+why+"; reading it again from its start; the snapshot is unproven until the active's next dump", "stream", m.cfg.Stream)
 		return m.save(func(r *Record) { r.Seq, r.Stream, r.Dump, r.Unproven = 0, info.Created, "", why })
 	}
-	if rec.Unproven == "" && st.Msgs > 0 && st.FirstSeq > rec.Seq+1 && rec.Dump != "" {
+	if rec.Unproven == "" && removedUnread(st, rec) {
 		why = fmt.Sprintf("the stream %s removed events %d to %d before this replica read them", m.cfg.Stream, rec.Seq+1, st.FirstSeq-1)
 		m.log.Warn("standby: "+why+"; the snapshot is unproven until the active's next dump", "stream", m.cfg.Stream)
 		return m.save(func(r *Record) { r.Stream, r.Unproven = info.Created, why })
@@ -625,7 +635,7 @@ func (m *Mirror) loadDump(ctx context.Context, sinfo *jetstream.StreamInfo) erro
 		return m.save(func(r *Record) { r.Dump = info.NUID })
 	}
 	rec.Seq, rec.Dump, rec.Stream = seq, info.NUID, sinfo.Created
-	if sinfo.State.Msgs == 0 || seq+1 >= sinfo.State.FirstSeq {
+	if seq+1 >= sinfo.State.FirstSeq {
 		rec.Unproven = "" // the dump and the stream from its sequence hold everything
 	}
 	n, err := m.cfg.Store.LoadOrders(res, state.Record{Name: RecordName, Value: rec})
