@@ -57,7 +57,12 @@ const RecordName = "replica"
 // checkpoints), the last stream sequence its snapshot reflects in which
 // incarnation of the stream, and the dump it loaded last.
 type Record struct {
-	File  string `json:"file"`
+	File string `json:"file"`
+	// Lock is the identity of the file File was given to (its device and
+	// inode, Config.Lock): a copy of the file (a cloned volume, a restored
+	// backup) carries File but sits in another file, and is given a new
+	// File (New): it never passes for the tenure of the file it copies.
+	Lock  string `json:"lock,omitempty"`
 	Epoch uint64 `json:"epoch,omitempty"`
 	Nonce string `json:"nonce,omitempty"`
 	Seq   uint64 `json:"seq,omitempty"`
@@ -102,7 +107,10 @@ type Config struct {
 	// Own names the records of the state file that belong to this replica's
 	// own file (besides RecordName) and that a checkpoint never replaces,
 	// e.g. the publisher's send mark, which counts this file's outbox.
-	Own       []string
+	Own []string
+	// Lock is the identity of the state file this process holds open
+	// (state.Store.LockID; "" unknown): the record's lineage (Record.Lock).
+	Lock      string
 	DumpEvery time.Duration // [5m]
 	Batch     int           // events per transaction [512]
 	Logger    *slog.Logger
@@ -143,16 +151,30 @@ func New(cfg Config) (*Mirror, error) {
 	m := &Mirror{cfg: cfg, log: cfg.Logger.With("component", "mirror")}
 	m.lag.Store(-1)
 	found, err := cfg.Store.LoadRecord(RecordName, &m.rec)
-	if err != nil || !found || m.rec.File == "" {
+	switch {
+	case err != nil || !found || m.rec.File == "":
 		// Unreadable or missing: nothing known; a new id for this file.
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		m.rec = Record{File: hex.EncodeToString(b[:])}
-		if err := cfg.Store.SaveRecord(RecordName, m.rec); err != nil {
-			return nil, fmt.Errorf("mirror: %w", err)
-		}
+		m.rec = Record{File: newFileID(), Lock: cfg.Lock}
+	case cfg.Lock != "" && m.rec.Lock != "" && m.rec.Lock != cfg.Lock:
+		m.log.Warn("this state file is a copy of another one (a cloned volume, a moved or restored backup): it is given its own id and, as the active, restores the group's checkpoint instead of continuing the tenure it was copied from",
+			"file_id_of_the_original", m.rec.File, "lock_of_the_original", m.rec.Lock, "lock", cfg.Lock)
+		m.rec.File, m.rec.Lock, m.rec.Epoch, m.rec.Nonce = newFileID(), cfg.Lock, 0, ""
+	case m.rec.Lock == "" && cfg.Lock != "":
+		m.rec.Lock = cfg.Lock // a record of an earlier version: its lineage starts here
+	default:
+		return m, nil
+	}
+	if err := cfg.Store.SaveRecord(RecordName, m.rec); err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
 	}
 	return m, nil
+}
+
+// newFileID is a random id for a state file.
+func newFileID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // File is the state file's random id (lease.Config.File).

@@ -449,7 +449,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	r.ckpts, r.ckv = lease.NewCheckpoints(ckv, key), ckv
 	r.mirror, err = mirror.New(mirror.Config{
 		JS: js, Stream: r.cfg.Stream, SubjectPrefix: r.cfg.SubjectPrefix, Store: r.cfg.Store,
-		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: r.cfg.Own,
+		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: r.cfg.Own, Lock: r.cfg.FileLock,
 		OnApplied: func(n int) { r.applied.Add(float64(n)) },
 	})
 	if err != nil {
