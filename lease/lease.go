@@ -83,7 +83,10 @@ type Value struct {
 	Lock     string `json:"lock,omitempty"` // the state file's lock (Config.Lock)
 	// Shop names the shop the group serves (the service URL): a replica
 	// of another shop under the same key refuses to join the group.
-	Shop    string    `json:"shop,omitempty"`
+	Shop string `json:"shop,omitempty"`
+	// ShopID is the shop's id (package shopid): the shop's identity; Shop
+	// may change under it (a new URL of the same shop).
+	ShopID  string    `json:"shopId,omitempty"`
 	Since   time.Time `json:"since"`   // when this process acquired it (wall clock)
 	Expires time.Time `json:"expires"` // informational: the writer's wall clock + TTL at the last renewal
 }
@@ -107,8 +110,9 @@ type Config struct {
 	// another. Empty: the shortcut above is off (the lease is taken once
 	// it expired).
 	Lock string
-	// Shop names the shop in the value (Value.Shop); opaque here.
-	Shop string
+	// Shop and ShopID name the shop in the value (Value.Shop, ShopID) and
+	// in the checkpoints; opaque here.
+	Shop, ShopID string
 	// Renew is the time between renewals [TTL/3].
 	Renew time.Duration
 	// Margin is taken off the TTL for the local deadline [TTL/5].
@@ -319,7 +323,7 @@ func (l *Lease) Decided() <-chan struct{} { return l.first }
 func (l *Lease) Value() Value {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Lock: l.cfg.Lock, Shop: l.cfg.Shop, Since: l.since}
+	return Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Lock: l.cfg.Lock, Shop: l.cfg.Shop, ShopID: l.cfg.ShopID, Since: l.since}
 }
 
 // Holder reads the key: who holds the lease now (found false when nobody).
@@ -341,7 +345,7 @@ func (l *Lease) Holder(ctx context.Context) (v Value, found bool, err error) {
 func (l *Lease) Mine(v Value) bool { return v.Nonce == l.nonce }
 
 func (l *Lease) value(since time.Time) []byte {
-	b, _ := json.Marshal(Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Lock: l.cfg.Lock, Shop: l.cfg.Shop, Since: since.UTC(), Expires: l.cfg.Now().Add(l.ttl).UTC()})
+	b, _ := json.Marshal(Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Lock: l.cfg.Lock, Shop: l.cfg.Shop, ShopID: l.cfg.ShopID, Since: since.UTC(), Expires: l.cfg.Now().Add(l.ttl).UTC()})
 	return b
 }
 

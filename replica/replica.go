@@ -144,6 +144,9 @@ type Replica struct {
 	mirror *mirror.Mirror                // set once by setup, before the lease
 	shown  atomic.Pointer[mirror.Mirror] // the same, for the readiness and the metrics
 	key    atomic.Pointer[string]        // the group's key in force (GroupKey), set by setup
+	// urlBefore is the shop's URL the group recorded when it differs from
+	// this replica's (the same shop id under a new URL), set by setup.
+	urlBefore atomic.Pointer[string]
 	ckpts  *lease.Checkpoints
 	ckv    jetstream.KeyValue // the checkpoint bucket (the limits key too)
 	limits chan struct{}      // a record of Config.Limits was saved (cap 1)
@@ -328,6 +331,9 @@ type Report struct {
 // Report is the replica's part of the state report.
 func (r *Replica) Report() *Report {
 	rep := &Report{Key: r.Key(), Instance: r.cfg.Instance, Role: "starting"}
+	if u := r.urlBefore.Load(); u != nil {
+		rep.ShopURLBefore = *u
+	}
 	l := r.lease.Load()
 	if l == nil {
 		return rep
@@ -456,7 +462,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 		return err
 	}
 	l := lease.New(kv, ttl, lease.Config{
-		Key: key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Lock: r.cfg.FileLock, Shop: r.cfg.ShopURL, Logger: r.log,
+		Key: key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Lock: r.cfg.FileLock, Shop: r.cfg.ShopURL, ShopID: r.cfg.Shop, Logger: r.log,
 		Renew: r.cfg.Renew, Margin: r.cfg.Margin, NoWatch: r.cfg.Buckets != nil,
 		OnChange: func(bool) {
 			select {
@@ -465,9 +471,15 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 			}
 		},
 	})
-	if err := (handles{lease: kv, ckpt: ckv}).owner(ctx, key, r.cfg.ShopURL); err != nil {
+	before, err := (handles{lease: kv, ckpt: ckv}).owner(ctx, key, Owner{ID: r.cfg.Shop, URL: r.cfg.ShopURL})
+	if err != nil {
 		return err
 	}
+	if before != "" {
+		r.log.Warn("hot standby: the group's shop had another URL under the same shop id: taken as the same shop under a new URL (two shops given one WATCHER_SHOP_ID would also look like this: give each its own)",
+			"shop_id", r.cfg.Shop, "url_before", before, "url", r.cfg.ShopURL)
+	}
+	r.urlBefore.Store(&before)
 	r.shown.Store(r.mirror)
 	r.lease.Store(l)
 	r.log.Info("hot standby: lease", "key", key, "instance", r.cfg.Instance, "ttl", ttl.String(), "bucket", name+"_lease", "replicas", replicas)
