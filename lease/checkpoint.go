@@ -26,6 +26,8 @@ type Checkpoint struct {
 	// again starts at 1). Zero: not known (an older writer).
 	Stream time.Time       `json:"stream,omitzero"`
 	State  json.RawMessage `json:"state"`
+	// Stamp is when the server stored it (its clock; set by Read).
+	Stamp time.Time `json:"-"`
 	// Shop and ShopID name the writer's shop (Config.Shop and ShopID of
 	// its lease; opaque here).
 	Shop   string `json:"shop,omitempty"`
@@ -114,6 +116,7 @@ func (c *Checkpoints) Read(ctx context.Context) (cp Checkpoint, found bool, err 
 	if err := json.Unmarshal(e.Value(), &cp); err != nil {
 		return Checkpoint{}, false, fmt.Errorf("read checkpoint %s (revision %d): %w: %w", c.key, e.Revision(), ErrCorrupt, err)
 	}
+	cp.Stamp = e.Created()
 	return cp, true, nil
 }
 

@@ -155,6 +155,11 @@ type Lease struct {
 	announced bool
 	created   time.Time // the bucket's creation (server clock) when first seen
 
+	// server is a lower bound of the NATS server's clock at the reading
+	// serverAt of Mono (ServerNow); zero before a stamp was read.
+	server   time.Time
+	serverAt time.Duration
+
 	wake      chan struct{}
 	warnCopy  sync.Once
 	firstOnce sync.Once
@@ -335,10 +340,35 @@ func (l *Lease) Holder(ctx context.Context) (v Value, found bool, err error) {
 	if err != nil {
 		return Value{}, false, fmt.Errorf("read lease %s: %w", l.cfg.Key, err)
 	}
+	l.NoteServerTime(e.Created())
 	if err := json.Unmarshal(e.Value(), &v); err != nil {
 		return Value{}, false, fmt.Errorf("read lease %s: %w", l.cfg.Key, err)
 	}
 	return v, true, nil
+}
+
+// NoteServerTime takes a stamp of the NATS server (an entry's creation
+// time) read just now: the server's clock was at least that now.
+func (l *Lease) NoteServerTime(stamp time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.cfg.Mono()
+	if l.server.IsZero() || stamp.After(l.server.Add(now-l.serverAt)) {
+		l.server, l.serverAt = stamp, now
+	}
+}
+
+// ServerNow is a lower bound of the NATS server's clock now: the newest
+// stamp read (NoteServerTime, Holder) carried forward on Mono; false
+// before one was read. The group's clock: replicas' wall clocks differ,
+// the server's stamps are the same for all of them.
+func (l *Lease) ServerNow() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.server.IsZero() {
+		return time.Time{}, false
+	}
+	return l.server.Add(l.cfg.Mono() - l.serverAt), true
 }
 
 // Mine says whether v is this process's value.

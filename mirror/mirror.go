@@ -116,6 +116,12 @@ type Config struct {
 	Logger    *slog.Logger
 	// OnApplied is called after every applied batch: events applied.
 	OnApplied func(n int)
+	// BeforeTenure, when set, is called by Takeover once the state file
+	// holds what the tenure starts from and before the tenure's first
+	// checkpoint (before anything of the tenure is written to the group):
+	// with the group's checkpoint it restored, or nil when the file
+	// continues as it is. An error fails the takeover.
+	BeforeTenure func(ctx context.Context, restored *lease.Checkpoint) error
 }
 
 // Mirror is one replica's link to the group's stream, checkpoints and dumps.
@@ -135,6 +141,8 @@ type Mirror struct {
 	// ckpt names the checkpoint applied or written last: its revision
 	// and writer (revisions start at 1 again in a bucket created again).
 	ckpt atomic.Value // string
+	// applied is the checkpoint ApplyCheckpoint wrote into the file last.
+	applied atomic.Pointer[lease.Checkpoint]
 }
 
 // New loads (or creates) this replica's record.
@@ -225,8 +233,8 @@ func (m *Mirror) Activated(w lease.Writer) error {
 // replica, now holding the lease, calls the shop: at the process's start,
 // when the latest checkpoint is its own (or none exists) nothing is to do;
 // otherwise its own unpublished outbox is undone, the newest dump and the
-// stream are applied to the end, and the latest checkpoint written. The
-// tenure is recorded last. restored says whether the state file now holds
+// stream are applied to the end, and the latest checkpoint written. Then
+// BeforeTenure; the tenure is recorded last. restored says whether the state file now holds
 // the group's state (the components that read it must read it again).
 func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (restored bool, err error) {
 	if atStart {
@@ -235,6 +243,9 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 			return false, err
 		}
 		if cont {
+			if err := m.beforeTenure(ctx, nil); err != nil {
+				return false, err
+			}
 			return false, m.Activated(l.Writer())
 		}
 		if err := m.Demoted(ctx); err != nil {
@@ -247,7 +258,15 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 	if why := m.Unproven(); why != "" {
 		m.log.Warn("taking over with a snapshot that cannot be proven to hold every event of the group: an order changed in the gap gets an event whose before is this snapshot's state", "why", why)
 	}
-	if _, err := m.ApplyCheckpoint(ctx, true); err != nil {
+	applied, err := m.ApplyCheckpoint(ctx, true)
+	if err != nil {
+		return false, err
+	}
+	var cp *lease.Checkpoint
+	if applied {
+		cp = m.applied.Load()
+	}
+	if err := m.beforeTenure(ctx, cp); err != nil {
 		return false, err
 	}
 	if err := m.Activated(l.Writer()); err != nil {
@@ -257,6 +276,13 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 	// active before this one and restarts sees that it does not continue.
 	_, err = m.checkpoint(ctx, l)
 	return true, err
+}
+
+func (m *Mirror) beforeTenure(ctx context.Context, cp *lease.Checkpoint) error {
+	if m.cfg.BeforeTenure == nil {
+		return nil
+	}
+	return m.cfg.BeforeTenure(ctx, cp)
 }
 
 // Continues says whether the state file is provably the group's newest, as
@@ -391,6 +417,7 @@ func (m *Mirror) ApplyCheckpoint(ctx context.Context, force bool) (bool, error) 
 		return false, err
 	}
 	m.ckpt.Store(id)
+	m.applied.Store(&cp)
 	if force {
 		err := m.save(func(r *Record) {
 			if cp.Stream.IsZero() || r.Stream.IsZero() || cp.Stream.Equal(r.Stream) {

@@ -21,6 +21,7 @@ import (
 	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
+	wiring "github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
@@ -176,12 +177,13 @@ func (g *group) startOn(name, path string, p *pipeline) *member {
 		t.Fatal(err)
 	}
 	p.store = st
+	limits, merges := wiring.LimitRecords()
 	m := &member{name: name, nc: nc, store: st, ckpt: &checkpointStore{Store: st}, p: p, logs: &e2e.LockedBuffer{}, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	cfg := replica.Config{
 		Registerer: m.reg,
 		NC:         nc, Store: m.ckpt, FileLock: st.LockID(), Stream: stream, SubjectPrefix: "orders",
 		Key: g.key, Instance: name, Host: "h", Bucket: g.bucket, TTL: ttl,
-		Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, "budget"},
+		Limits: limits, Merges: merges,
 		Logger: slog.New(slog.NewTextHandler(m.logs, nil)),
 		Tuning: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second},
 	}

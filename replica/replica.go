@@ -85,9 +85,14 @@ type Config struct {
 	// replaces (mirror.Config.Own).
 	Own []string
 	// Limits names the records that bind the shop's calls (the waits, the
-	// sessions, the budget): the active writes them to the group when one
-	// is saved through Records (limits.go).
+	// sessions, the budget): written to the group when one is saved
+	// through Records, merged with the group's by Merges (limits.go; a
+	// record without one: the group's replaces this replica's at a
+	// takeover only when it is the later state).
 	Limits []string
+	Merges map[string]Limit
+	// Now is the wall clock [time.Now].
+	Now func() time.Time
 	// Buckets, when set, are the group's buckets bound once by the
 	// process for all its replicas (a fleet, BindBuckets): this replica
 	// binds none itself (Bucket, TTL and Replicas are not used; the
@@ -147,9 +152,14 @@ type Replica struct {
 	// urlBefore is the shop's URL the group recorded when it differs from
 	// this replica's (the same shop id under a new URL), set by setup.
 	urlBefore atomic.Pointer[string]
-	ckpts  *lease.Checkpoints
-	ckv    jetstream.KeyValue // the checkpoint bucket (the limits key too)
-	limits chan struct{}      // a record of Config.Limits was saved (cap 1)
+	ckpts     *lease.Checkpoints
+	ckv       jetstream.KeyValue // the checkpoint bucket (the limits key too)
+	limits    chan struct{}      // the group's limits are to be written again (cap 1)
+	// limMu keeps the writes of the group's limits apart; limitsQuiet
+	// (unix nanos) is until when a save does not write through (a write
+	// just failed).
+	limMu       sync.Mutex
+	limitsQuiet atomic.Int64
 
 	changed     chan struct{} // the lease changed hands (cap 1)
 	swept       chan struct{} // a verified sweep committed (cap 1)
@@ -172,6 +182,9 @@ type Replica struct {
 // NATS (Run does).
 func New(cfg Config) *Replica {
 	cfg.Tuning.defaults()
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -182,6 +195,8 @@ func New(cfg Config) *Replica {
 	r.register(cfg.Registerer)
 	return r
 }
+
+func (r *Replica) now() time.Time { return r.cfg.Now() }
 
 // Instance is this replica's name in the lease.
 func (r *Replica) Instance() string { return r.cfg.Instance }
@@ -456,13 +471,13 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	r.mirror, err = mirror.New(mirror.Config{
 		JS: js, Stream: r.cfg.Stream, SubjectPrefix: r.cfg.SubjectPrefix, Store: r.cfg.Store,
 		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: r.cfg.Own, Lock: r.cfg.FileLock,
-		OnApplied: func(n int) { r.applied.Add(float64(n)) },
+		OnApplied: func(n int) { r.applied.Add(float64(n)) }, BeforeTenure: r.applyGroupLimits,
 	})
 	if err != nil {
 		return err
 	}
 	l := lease.New(kv, ttl, lease.Config{
-		Key: key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Lock: r.cfg.FileLock, Shop: r.cfg.ShopURL, ShopID: r.cfg.Shop, Logger: r.log,
+		Key: key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Lock: r.cfg.FileLock, Shop: r.cfg.ShopURL, ShopID: r.cfg.Shop, Logger: r.log, Now: r.cfg.Now,
 		Renew: r.cfg.Renew, Margin: r.cfg.Margin, NoWatch: r.cfg.Buckets != nil,
 		OnChange: func(bool) {
 			select {
