@@ -487,7 +487,9 @@ type chaosKVs struct {
 	until atomic.Int64 // unix nanos: operations wait until then
 }
 
-func (c *chaosKVs) wrap(kv jetstream.KeyValue) jetstream.KeyValue { return &chaosKV{KeyValue: kv, c: c} }
+func (c *chaosKVs) wrap(kv jetstream.KeyValue) jetstream.KeyValue {
+	return &chaosKV{KeyValue: kv, c: c}
+}
 
 func (c *chaosKVs) stall(d time.Duration) { c.until.Store(time.Now().Add(d).UnixNano()) }
 
