@@ -473,7 +473,10 @@ func (m *Mirror) follow(ctx context.Context, once bool) error {
 	if err := m.loadDump(ctx, info); err != nil {
 		return err
 	}
-	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{m.cfg.SubjectPrefix + ".>"}}
+	// Bounded resets: an ordered consumer whose connection is gone (NATS
+	// down, the connection closed at a stop) otherwise retries forever
+	// inside Fetch, which does not watch ctx, and the stop waits for it.
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{m.cfg.SubjectPrefix + ".>"}, MaxResetAttempts: 2}
 	if seq := m.Seq(); seq > 0 {
 		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
 	}
