@@ -11,15 +11,8 @@ import (
 // misses them and is unproven until a dump covers the stream, whether
 // the standby looks again from the start (CatchUp) or while it follows.
 func TestWholeStreamPurgedLeavesTheSnapshotUnproven(t *testing.T) {
-	s, a := group(t)
+	s, a, b := groupWithStandby(t)
 	ctx := context.Background()
-	b := newReplica(t, s, "b")
-	if err := b.m.Demoted(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.m.CatchUp(ctx); err != nil { // loads a's dump
-		t.Fatal(err)
-	}
 	prev := orderState("5", t0)
 	for i := range 3 {
 		next := orderState("6", t0.Add(time.Duration(i+1)*time.Minute))
@@ -39,37 +32,15 @@ func TestWholeStreamPurgedLeavesTheSnapshotUnproven(t *testing.T) {
 	if b.m.Unproven() == "" {
 		t.Fatal("b missed the 3 events the purge removed and calls its snapshot proven")
 	}
-	// A dump of a's taken after the purge covers the stream again.
-	if err := a.m.Activated(a.lease.Writer()); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
-		t.Fatalf("Committed: %v %v", ok, err)
-	}
-	if err := b.m.CatchUp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if why := b.m.Unproven(); why != "" {
-		t.Errorf("b after loading a dump that covers the stream: unproven %q", why)
-	}
-	if st := lookup(t, b.store, 7); st == nil || !st.Same(prev) {
-		t.Errorf("b's order 7 = %+v, want %+v", st, prev)
-	}
+	dumpProvesAgain(t, a, b, prev) // a dump taken after the purge
 }
 
 // TestPurgeWhileFollowingLeavesTheSnapshotUnproven: the standby follows
 // the stream (Run) when the stream is purged with events it has not
 // read: it notices while it follows.
 func TestPurgeWhileFollowingLeavesTheSnapshotUnproven(t *testing.T) {
-	s, a := group(t)
+	s, a, b := groupWithStandby(t)
 	ctx := context.Background()
-	b := newReplica(t, s, "b")
-	if err := b.m.Demoted(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.m.CatchUp(ctx); err != nil {
-		t.Fatal(err)
-	}
 	str, err := operator(t, s).Stream(ctx, "ORDERS")
 	if err != nil {
 		t.Fatal(err)

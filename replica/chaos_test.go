@@ -169,7 +169,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 		switch r := w.rng.IntN(100); {
 		case r < 20:
 			w.note("kill")
-			reps[name].kill()
+			reps[name].kill(t)
 			time.Sleep(time.Duration(w.rng.IntN(3000)) * time.Millisecond)
 			reps[name] = w.start(name, w.rng.Uint64())
 		case r < 30:
@@ -196,7 +196,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 		return n > 0 && w.calls[n-1].at.After(settled.Add(time.Second))
 	})
 	for _, m := range reps {
-		m.kill()
+		m.kill(t)
 	}
 	time.Sleep(200 * time.Millisecond) // the watchers' last entries
 	return w.judge()
@@ -467,11 +467,16 @@ func (t tagged) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(r)
 }
 
-// kill ends the member as a crash would (no release, its connection gone).
-func (m *chaosMember) kill() {
+// kill ends the member as a crash would (no release, its connection
+// gone); a member that does not stop fails the test.
+func (m *chaosMember) kill(t *testing.T) {
 	m.nc.Close()
 	m.cancel()
-	<-m.done
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a killed replica's Run did not return in 30 s:\n%s", m.logs.String())
+	}
 	_ = m.st.Close()
 }
 

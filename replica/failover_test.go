@@ -348,8 +348,14 @@ func (m *member) demotedToStandby() bool {
 // replica's state file (restored from the group at a takeover), sends the
 // wait the client starts with to pending and calls the shop at url at once.
 func callingPipeline(t *testing.T, url string, pending chan<- plenty.Wait) *pipeline {
+	return callingPipelineOn(t, url, pending, nil)
+}
+
+// callingPipelineOn is callingPipeline with the client's wall clock now
+// (nil: time.Now).
+func callingPipelineOn(t *testing.T, url string, pending chan<- plenty.Wait, now func() time.Time) *pipeline {
 	return &pipeline{onStart: func(ctx context.Context, st *state.Store) {
-		c, err := plenty.New(plenty.Config{BaseURL: url, Username: "demo", Password: "demo", Tokens: st, Sessions: st, Waits: st})
+		c, err := plenty.New(plenty.Config{BaseURL: url, Username: "demo", Password: "demo", Tokens: st, Sessions: st, Waits: st, Now: now})
 		if err != nil {
 			t.Error(err)
 			return

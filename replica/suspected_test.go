@@ -11,9 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/plenty"
-	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/replica"
-	"github.com/orderwatch/orderwatch/state"
 )
 
 // stuckRenewalKV is a lease bucket whose renewals fail while stuck is
@@ -80,21 +78,9 @@ func TestSuccessorClockAheadKeepsTheWait(t *testing.T) {
 	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
 	until := groupWait(t, g, a, 7*time.Second)
 	pending := make(chan plenty.Wait, 1)
-	p := &pipeline{onStart: func(ctx context.Context, st *state.Store) {
-		c, err := plenty.New(plenty.Config{BaseURL: srv.URL, Username: "demo", Password: "demo", Tokens: st, Sessions: st, Waits: st, Now: ahead})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		w, _ := c.Pacer().Pending()
-		pending <- w
-		_, _ = c.SearchOrders(ctx, order.Query{ItemsPerPage: 1})
-	}}
-	b := g.start("b", p)
+	b := g.start("b", callingPipelineOn(t, srv.URL, pending, ahead))
 	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
-	a.kill()
-	waitFor(t, "b active", b.working)
-	noCallBefore(t, firstCall, until)
+	takesOverInWait(t, a, b, firstCall, until)
 }
 
 // TestUndecodableGroupRecordKeepsTheCheckpoints: the group's limits hold

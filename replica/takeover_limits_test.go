@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -64,6 +65,21 @@ func (k *faultyKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry
 	return k.KeyValue.Get(ctx, key)
 }
 
+// startFaulty starts the member name on the group's buckets bound with
+// the checkpoint bucket behind a faultyKV, set up by fault first.
+func (g *group) startFaulty(name string, p *pipeline, fault func(*faultyKV)) *member {
+	bk, faults := g.faultyBuckets()
+	fault(faults)
+	g.configure = func(n string, c *replica.Config) {
+		if n == name {
+			c.Buckets = bk
+		}
+	}
+	m := g.start(name, p)
+	waitFor(g.t, name+" mirroring", func() bool { return m.rep.Status().Mirroring })
+	return m
+}
+
 // faultyBuckets binds the group's buckets on a connection of their own
 // with the checkpoint bucket behind a faultyKV (Config.Buckets).
 func (g *group) faultyBuckets() (*replica.Buckets, *faultyKV) {
@@ -87,6 +103,25 @@ func groupWait(t *testing.T, g *group, a *member, d time.Duration) time.Time {
 	}
 	waitFor(t, "the group's limits with a's wait", func() bool { return strings.Contains(g.limits(), "429 Retry-After") })
 	return until
+}
+
+// groupInWait is a group whose active a was told to wait for d (a
+// checkpoint written before), its shop and the end of the wait.
+func groupInWait(t *testing.T, d time.Duration) (g *group, a *member, srv *httptest.Server, firstCall *atomic.Int64, until time.Time) {
+	t.Helper()
+	g = newGroup(t)
+	srv, firstCall = shopFirstCall(t)
+	a = g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	return g, a, srv, firstCall, groupWait(t, g, a, d)
+}
+
+// takesOverInWait kills from and checks that to, once active, makes no
+// call before until.
+func takesOverInWait(t *testing.T, from, to *member, firstCall *atomic.Int64, until time.Time) {
+	t.Helper()
+	from.kill()
+	waitFor(t, to.name+" active", to.working)
+	noCallBefore(t, firstCall, until)
 }
 
 // limits reads the group's limits key ("" when missing).
@@ -116,52 +151,24 @@ func noCallBefore(t *testing.T, firstCall *atomic.Int64, until time.Time) {
 // cannot write the group's limits once (a NATS timeout) and tries its
 // takeover again: it still honours the wait the earlier active announced.
 func TestRetriedTakeoverKeepsTheGroupsWait(t *testing.T) {
-	g := newGroup(t)
-	srv, firstCall := shopFirstCall(t)
-	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
-	until := groupWait(t, g, a, 6*time.Second)
-
-	bk, faults := g.faultyBuckets()
-	faults.failWrites.Store(1)
-	g.configure = func(name string, c *replica.Config) {
-		if name == "b" {
-			c.Buckets = bk
-		}
-	}
+	g, a, srv, firstCall, until := groupInWait(t, 6*time.Second)
 	pending := make(chan plenty.Wait, 1)
-	b := g.start("b", callingPipeline(t, srv.URL, pending))
-	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
-	a.kill()
-	waitFor(t, "b active", b.working)
-	noCallBefore(t, firstCall, until)
+	b := g.startFaulty("b", callingPipeline(t, srv.URL, pending), func(f *faultyKV) { f.failWrites.Store(1) })
+	takesOverInWait(t, a, b, firstCall, until)
 }
 
 // TestInterruptedTakeoverKeepsTheGroupsWait: the replica that takes over
 // after a is stopped between its first checkpoint and the group's limits
 // (it cannot read them, then dies); the next one honours a's wait.
 func TestInterruptedTakeoverKeepsTheGroupsWait(t *testing.T) {
-	g := newGroup(t)
-	srv, firstCall := shopFirstCall(t)
-	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
-	until := groupWait(t, g, a, 8*time.Second)
-
-	bk, faults := g.faultyBuckets()
-	faults.failReads.Store(true)
-	g.configure = func(name string, c *replica.Config) {
-		if name == "b" {
-			c.Buckets = bk
-		}
-	}
-	b := g.start("b", &pipeline{})
-	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+	g, a, srv, firstCall, until := groupInWait(t, 8*time.Second)
+	b := g.startFaulty("b", &pipeline{}, func(f *faultyKV) { f.failReads.Store(true) })
 	a.kill()
 	waitFor(t, "b's takeover failing", func() bool { return strings.Contains(b.logs.String(), "taking over failed") })
 	pending := make(chan plenty.Wait, 1)
 	c := g.start("c", callingPipeline(t, srv.URL, pending))
 	waitFor(t, "c mirroring", func() bool { return c.rep.Status().Mirroring || c.rep.Active() })
-	b.kill()
-	waitFor(t, "c active", c.working)
-	noCallBefore(t, firstCall, until)
+	takesOverInWait(t, b, c, firstCall, until)
 }
 
 // TestWaitReachesTheGroupBeforeTheNextCall: a wait the service announced
@@ -190,7 +197,5 @@ func TestWaitReachesTheGroupBeforeTheNextCall(t *testing.T) {
 		t.Error("the wait is not in the group's limits when its save returned")
 	}
 	time.Sleep(500 * time.Millisecond) // the active dies half a second after the 429
-	a.kill()
-	waitFor(t, "b active", b.working)
-	noCallBefore(t, firstCall, until)
+	takesOverInWait(t, a, b, firstCall, until)
 }
