@@ -25,3 +25,18 @@ func LimitRecords() ([]string, map[string]replica.Limit) {
 		}},
 	}
 }
+
+// GroupLimits applies the group's waits, merged into the state file by
+// the replica while this one is active, to the running client
+// (replica.LimitsApplier).
+func (w *Watcher) GroupLimits() {
+	waits, _, err := plenty.LoadWaits(w.store)
+	if err != nil || len(waits) == 0 {
+		return
+	}
+	if wt, ok := w.cl().Pacer().Restore(waits...); ok {
+		w.log.Warn("a wait another replica of the group was told: no call before it ends", "until", wt.Until.UTC().Format(time.RFC3339), "why", wt.Why)
+	}
+}
+
+var _ replica.LimitsApplier = (*Watcher)(nil)

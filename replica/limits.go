@@ -223,6 +223,79 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 	return nil
 }
 
+// LimitsApplier is a Pipeline that applies the group's limits while it
+// runs: GroupLimits reads the records of Config.Limits from the state
+// file again into the running workers (the client's waits). The active
+// replica calls it when another replica added to the group's limits
+// during its tenure (a 429 answered to a replica past its deadline, after
+// this one took over); a Pipeline without it honours such a wait from
+// its next takeover or restart on.
+type LimitsApplier interface {
+	GroupLimits()
+}
+
+// followLimits merges what other replicas write to the group's limits
+// while this one is active into its state file and, for a LimitsApplier,
+// into its running workers, as it is written (a watch of the key).
+func (r *Replica) followLimits(ctx context.Context, p Pipeline) (stop func()) {
+	ap, applies := p.(LimitsApplier)
+	return background(ctx, func(ctx context.Context) {
+		for ctx.Err() == nil {
+			w, err := r.ckv.Watch(ctx, r.limitsKey(), jetstream.UpdatesOnly())
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(r.cfg.Retry):
+				}
+				continue
+			}
+			for open := true; open && ctx.Err() == nil; {
+				select {
+				case <-ctx.Done():
+				case e, ok := <-w.Updates():
+					open = ok
+					if ok && e != nil && e.Operation() == jetstream.KeyValuePut && r.adopt(e) && applies {
+						ap.GroupLimits()
+					}
+				}
+			}
+			_ = w.Stop()
+		}
+	})
+}
+
+// adopt merges a value of the limits key written by another replica into
+// this replica's records; it says whether any changed.
+func (r *Replica) adopt(e jetstream.KeyValueEntry) bool {
+	l := r.lease.Load()
+	var v limitsValue
+	if l == nil || json.Unmarshal(e.Value(), &v) != nil || v.Writer == l.Writer() {
+		return false
+	}
+	l.NoteServerTime(e.Created())
+	r.limMu.Lock()
+	defer r.limMu.Unlock()
+	own, err := r.loadLimits()
+	if err != nil {
+		return false
+	}
+	changed := false
+	for name, raw := range r.merge(own, groupLimits{v: v, found: true, stamp: e.Created()}, false) {
+		if string(raw) == string(own[name]) {
+			continue
+		}
+		if err := r.cfg.Store.SaveRecord(name, raw); err != nil {
+			r.log.Warn("the group's limits written by another replica could not be saved", "record", name, "err", err)
+			continue
+		}
+		changed = true
+	}
+	if changed {
+		r.log.Info("another replica added to the group's limits during this tenure: merged", "writer", v.Writer.Instance)
+	}
+	return changed
+}
+
 // loadLimits reads this replica's records of Config.Limits.
 func (r *Replica) loadLimits() (map[string]json.RawMessage, error) {
 	own := map[string]json.RawMessage{}

@@ -11,7 +11,7 @@ import (
 type role struct {
 	stopWork   func(flush bool) int
 	stopCkpt   func()
-	stopLimits func()
+	stopLimits func() // the limits' writer and follower
 	stopRescan func()
 	stopMirror func()
 	// atStart: nothing ran since the process started or since a demotion
@@ -100,7 +100,8 @@ func (r *Replica) promote(ctx context.Context, p Pipeline, ro *role) {
 	}
 	ro.atStart = false
 	r.setFenced(false)
-	ro.stopLimits = r.startLimits(ctx)
+	stopWrite, stopFollow := r.startLimits(ctx), r.followLimits(ctx, p)
+	ro.stopLimits = func() { stopFollow(); stopWrite() }
 	ro.stopWork, ro.stopCkpt, ro.stopRescan = p.Start(ctx), r.startCheckpoints(ctx), r.serveRescan(p)
 	r.working.Store(true)
 }
