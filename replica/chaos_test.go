@@ -130,6 +130,7 @@ type limitsRev struct {
 }
 
 func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
+	natsFaults.Store(0)
 	w := &chaosWorld{t: t, g: newGroup(t), rng: rand.New(rand.NewPCG(seed, 0x0a3)), faults: map[string]int{}}
 	w.startShop()
 	go w.watch("_lease", w.g.key, func(e jetstream.KeyValueEntry) {
