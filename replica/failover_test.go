@@ -86,7 +86,16 @@ type pipeline struct {
 	// onStart, when set, runs in the loops' place until their stop, with
 	// the replica's state file.
 	onStart func(ctx context.Context, st *state.Store)
-	store   *state.Store // set by start
+	// onLimits, when set, applies the group's limits to what onStart runs
+	// (replica.LimitsApplier).
+	onLimits func(st *state.Store)
+	store    *state.Store // set by start
+}
+
+func (p *pipeline) GroupLimits() {
+	if p.onLimits != nil {
+		p.onLimits(p.store)
+	}
 }
 
 func (p *pipeline) Start(ctx context.Context) func(bool) int {
