@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness busy-day fleet-scale fleet-process-scale fleet-cluster nats-compat
+.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness busy-day fleet-scale fleet-process-scale fleet-cluster nats-compat chaos-long
 
 all: fmt vet test
 
@@ -42,6 +42,14 @@ fuzz-corpus:
 
 sim:
 	$(GO) run ./cmd/plentysim
+
+# The hot standby's seeded randomized test at length: CHAOS_SEEDS seeds,
+# CHAOS_FOR of faults each (NATS operations failing, answered late or
+# lost, kills, stalls, 429s and spent daily quotas at random instants).
+CHAOS_SEEDS ?= 20
+CHAOS_FOR ?= 40s
+chaos-long:
+	$(GO) test -race -count=1 -timeout=0 -run 'TestTakeoverChaos' -v ./replica -args -chaos-long -chaos-seeds=$(CHAOS_SEEDS) -chaos-for=$(CHAOS_FOR)
 
 # The fault suite at full length: the real binary under kill -9 (50 cycles),
 # a 30 s NATS outage, tight limits and 429 storms, garbage responses, short

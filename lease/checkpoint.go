@@ -26,8 +26,12 @@ type Checkpoint struct {
 	// again starts at 1). Zero: not known (an older writer).
 	Stream time.Time       `json:"stream,omitzero"`
 	State  json.RawMessage `json:"state"`
-	// Shop names the writer's shop (Config.Shop of its lease; opaque here).
-	Shop string `json:"shop,omitempty"`
+	// Stamp is when the server stored it (its clock; set by Read).
+	Stamp time.Time `json:"-"`
+	// Shop and ShopID name the writer's shop (Config.Shop and ShopID of
+	// its lease; opaque here).
+	Shop   string `json:"shop,omitempty"`
+	ShopID string `json:"shopId,omitempty"`
 }
 
 // Writer names who wrote a checkpoint: the process (instance and its
@@ -112,6 +116,7 @@ func (c *Checkpoints) Read(ctx context.Context) (cp Checkpoint, found bool, err 
 	if err := json.Unmarshal(e.Value(), &cp); err != nil {
 		return Checkpoint{}, false, fmt.Errorf("read checkpoint %s (revision %d): %w: %w", c.key, e.Revision(), ErrCorrupt, err)
 	}
+	cp.Stamp = e.Created()
 	return cp, true, nil
 }
 
@@ -144,7 +149,7 @@ func (c *Checkpoints) WriteAt(ctx context.Context, l *Lease, seq uint64, stream 
 	}
 	me := l.Writer()
 	cp := Checkpoint{Epoch: me.Epoch, Instance: me.Instance, Nonce: me.Nonce, File: me.File, Written: l.cfg.Now().UTC(), Seq: seq, Stream: stream, State: st}
-	cp.Shop = l.cfg.Shop
+	cp.Shop, cp.ShopID = l.cfg.Shop, l.cfg.ShopID
 	b, _ := json.Marshal(cp)
 	for try := 0; ; try++ {
 		if err := l.Gate(); err != nil {

@@ -16,7 +16,8 @@
 //
 // # Fencing
 //
-// The holder's deadline is measured on its own monotonic clock: the moment
+// The holder's deadline is measured on its own monotonic clock (one that
+// counts through a system suspend, clock.go): the moment
 // it *sent* the last successful renewal (or creation) plus the TTL minus a
 // margin. The server stamps the revision when it receives it, after that
 // moment, so the key cannot expire before the local deadline. Gate, checked
@@ -82,7 +83,10 @@ type Value struct {
 	Lock     string `json:"lock,omitempty"` // the state file's lock (Config.Lock)
 	// Shop names the shop the group serves (the service URL): a replica
 	// of another shop under the same key refuses to join the group.
-	Shop    string    `json:"shop,omitempty"`
+	Shop string `json:"shop,omitempty"`
+	// ShopID is the shop's id (package shopid): the shop's identity; Shop
+	// may change under it (a new URL of the same shop).
+	ShopID  string    `json:"shopId,omitempty"`
 	Since   time.Time `json:"since"`   // when this process acquired it (wall clock)
 	Expires time.Time `json:"expires"` // informational: the writer's wall clock + TTL at the last renewal
 }
@@ -106,8 +110,9 @@ type Config struct {
 	// another. Empty: the shortcut above is off (the lease is taken once
 	// it expired).
 	Lock string
-	// Shop names the shop in the value (Value.Shop); opaque here.
-	Shop string
+	// Shop and ShopID name the shop in the value (Value.Shop, ShopID) and
+	// in the checkpoints; opaque here.
+	Shop, ShopID string
 	// Renew is the time between renewals [TTL/3].
 	Renew time.Duration
 	// Margin is taken off the TTL for the local deadline [TTL/5].
@@ -119,7 +124,8 @@ type Config struct {
 	OnChange func(active bool)
 	// Now is the wall clock of the value's informational times [time.Now].
 	Now func() time.Time
-	// Mono is the time elapsed on a clock that is never stepped [since New].
+	// Mono is the time elapsed on a clock that is never stepped and counts
+	// through a system suspend [since New, clock.go].
 	Mono func() time.Duration
 	// NoWatch: Run does not watch the key (a consumer per lease); a
 	// process that watches the whole bucket (a fleet) calls Wake when the
@@ -148,6 +154,11 @@ type Lease struct {
 	notBefore time.Duration
 	announced bool
 	created   time.Time // the bucket's creation (server clock) when first seen
+
+	// server is a lower bound of the NATS server's clock at the reading
+	// serverAt of Mono (ServerNow); zero before a stamp was read.
+	server   time.Time
+	serverAt time.Duration
 
 	wake      chan struct{}
 	warnCopy  sync.Once
@@ -236,8 +247,9 @@ func New(kv jetstream.KeyValue, ttl time.Duration, cfg Config) *Lease {
 		cfg.Now = time.Now
 	}
 	if cfg.Mono == nil {
-		start := time.Now()
-		cfg.Mono = func() time.Duration { return time.Since(start) }
+		clock := elapsed
+		start := clock()
+		cfg.Mono = func() time.Duration { return clock() - start }
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -316,7 +328,7 @@ func (l *Lease) Decided() <-chan struct{} { return l.first }
 func (l *Lease) Value() Value {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Lock: l.cfg.Lock, Shop: l.cfg.Shop, Since: l.since}
+	return Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Lock: l.cfg.Lock, Shop: l.cfg.Shop, ShopID: l.cfg.ShopID, Since: l.since}
 }
 
 // Holder reads the key: who holds the lease now (found false when nobody).
@@ -328,17 +340,42 @@ func (l *Lease) Holder(ctx context.Context) (v Value, found bool, err error) {
 	if err != nil {
 		return Value{}, false, fmt.Errorf("read lease %s: %w", l.cfg.Key, err)
 	}
+	l.NoteServerTime(e.Created())
 	if err := json.Unmarshal(e.Value(), &v); err != nil {
 		return Value{}, false, fmt.Errorf("read lease %s: %w", l.cfg.Key, err)
 	}
 	return v, true, nil
 }
 
+// NoteServerTime takes a stamp of the NATS server (an entry's creation
+// time) read just now: the server's clock was at least that now.
+func (l *Lease) NoteServerTime(stamp time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.cfg.Mono()
+	if l.server.IsZero() || stamp.After(l.server.Add(now-l.serverAt)) {
+		l.server, l.serverAt = stamp, now
+	}
+}
+
+// ServerNow is a lower bound of the NATS server's clock now: the newest
+// stamp read (NoteServerTime, Holder) carried forward on Mono; false
+// before one was read. The group's clock: replicas' wall clocks differ,
+// the server's stamps are the same for all of them.
+func (l *Lease) ServerNow() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.server.IsZero() {
+		return time.Time{}, false
+	}
+	return l.server.Add(l.cfg.Mono() - l.serverAt), true
+}
+
 // Mine says whether v is this process's value.
 func (l *Lease) Mine(v Value) bool { return v.Nonce == l.nonce }
 
 func (l *Lease) value(since time.Time) []byte {
-	b, _ := json.Marshal(Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Lock: l.cfg.Lock, Shop: l.cfg.Shop, Since: since.UTC(), Expires: l.cfg.Now().Add(l.ttl).UTC()})
+	b, _ := json.Marshal(Value{Instance: l.cfg.Instance, Host: l.cfg.Host, Nonce: l.nonce, File: l.cfg.File, Lock: l.cfg.Lock, Shop: l.cfg.Shop, ShopID: l.cfg.ShopID, Since: since.UTC(), Expires: l.cfg.Now().Add(l.ttl).UTC()})
 	return b
 }
 
@@ -423,6 +460,12 @@ func (l *Lease) renew(ctx context.Context, rev uint64) time.Duration {
 		l.rev, l.deadline = newRev, sent+l.ttl-l.cfg.Margin
 		l.mu.Unlock()
 		return l.cfg.Renew
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) && l.stillMine(ctx):
+		// A renewal whose answer was lost reached the server: the key
+		// holds this process's value at a later revision (stillMine
+		// adopted it). The deadline stays that of the last answered
+		// renewal; the next one, at once, moves it.
+		return 0
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 		l.mu.Lock()
 		l.rev = 0
@@ -438,6 +481,32 @@ func (l *Lease) renew(ctx context.Context, rev uint64) time.Duration {
 		l.mu.Unlock()
 		return min(max(left, 0), 500*time.Millisecond)
 	}
+}
+
+// stillMine reads the key after a renewal found another revision: when
+// its live value is this process's own (same nonce: a renewal whose
+// answer was lost), the lease adopts that revision and says true. Only
+// this process writes values with its nonce, so no other process held
+// the key in between.
+func (l *Lease) stillMine(ctx context.Context) bool {
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.Renew)
+	defer cancel()
+	e, err := l.kv.Get(rctx, l.cfg.Key)
+	if err != nil {
+		return false
+	}
+	var v Value
+	if json.Unmarshal(e.Value(), &v) != nil || !l.Mine(v) {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.active {
+		return false
+	}
+	l.rev = e.Revision()
+	l.log.Info("a renewal's answer was lost but the renewal reached the server: the lease is still this replica's", "revision", e.Revision())
+	return true
 }
 
 func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
@@ -487,18 +556,24 @@ func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
 	}
 }
 
-// takeOwnStale takes over a live value written by an earlier process on
-// this state file (see Config.File and Config.Lock: the same file, whose
-// lock this process holds, not a copy); ErrKeyExists otherwise.
+// takeOwnStale takes over a live value written by this process or by an
+// earlier process on this state file (see Config.File and Config.Lock:
+// the same file, whose lock this process holds, not a copy); ErrKeyExists
+// otherwise.
 func (l *Lease) takeOwnStale(ctx context.Context, now time.Time) (uint64, error) {
-	if l.cfg.File == "" || l.cfg.Lock == "" {
-		return 0, jetstream.ErrKeyExists
-	}
 	e, err := l.kv.Get(ctx, l.cfg.Key)
 	if err != nil {
 		return 0, jetstream.ErrKeyExists
 	}
 	var v Value
+	if json.Unmarshal(e.Value(), &v) == nil && l.Mine(v) {
+		// This process's own live value (a renewal whose answer was
+		// lost, then the local deadline passed): nobody held it since.
+		return l.kv.Update(ctx, l.cfg.Key, l.value(now), e.Revision())
+	}
+	if l.cfg.File == "" || l.cfg.Lock == "" {
+		return 0, jetstream.ErrKeyExists
+	}
 	if json.Unmarshal(e.Value(), &v) != nil || v.Instance != l.cfg.Instance || v.Host != l.cfg.Host || v.File != l.cfg.File || v.Nonce == l.nonce {
 		return 0, jetstream.ErrKeyExists
 	}

@@ -57,7 +57,12 @@ const RecordName = "replica"
 // checkpoints), the last stream sequence its snapshot reflects in which
 // incarnation of the stream, and the dump it loaded last.
 type Record struct {
-	File  string `json:"file"`
+	File string `json:"file"`
+	// Lock is the identity of the file File was given to (its device and
+	// inode, Config.Lock): a copy of the file (a cloned volume, a restored
+	// backup) carries File but sits in another file, and is given a new
+	// File (New): it never passes for the tenure of the file it copies.
+	Lock  string `json:"lock,omitempty"`
 	Epoch uint64 `json:"epoch,omitempty"`
 	Nonce string `json:"nonce,omitempty"`
 	Seq   uint64 `json:"seq,omitempty"`
@@ -102,12 +107,21 @@ type Config struct {
 	// Own names the records of the state file that belong to this replica's
 	// own file (besides RecordName) and that a checkpoint never replaces,
 	// e.g. the publisher's send mark, which counts this file's outbox.
-	Own       []string
+	Own []string
+	// Lock is the identity of the state file this process holds open
+	// (state.Store.LockID; "" unknown): the record's lineage (Record.Lock).
+	Lock      string
 	DumpEvery time.Duration // [5m]
 	Batch     int           // events per transaction [512]
 	Logger    *slog.Logger
 	// OnApplied is called after every applied batch: events applied.
 	OnApplied func(n int)
+	// BeforeTenure, when set, is called by Takeover once the state file
+	// holds what the tenure starts from and before the tenure's first
+	// checkpoint (before anything of the tenure is written to the group):
+	// with the group's checkpoint it restored, or nil when the file
+	// continues as it is. An error fails the takeover.
+	BeforeTenure func(ctx context.Context, restored *lease.Checkpoint) error
 }
 
 // Mirror is one replica's link to the group's stream, checkpoints and dumps.
@@ -127,6 +141,8 @@ type Mirror struct {
 	// ckpt names the checkpoint applied or written last: its revision
 	// and writer (revisions start at 1 again in a bucket created again).
 	ckpt atomic.Value // string
+	// applied is the checkpoint ApplyCheckpoint wrote into the file last.
+	applied atomic.Pointer[lease.Checkpoint]
 }
 
 // New loads (or creates) this replica's record.
@@ -143,16 +159,30 @@ func New(cfg Config) (*Mirror, error) {
 	m := &Mirror{cfg: cfg, log: cfg.Logger.With("component", "mirror")}
 	m.lag.Store(-1)
 	found, err := cfg.Store.LoadRecord(RecordName, &m.rec)
-	if err != nil || !found || m.rec.File == "" {
+	switch {
+	case err != nil || !found || m.rec.File == "":
 		// Unreadable or missing: nothing known; a new id for this file.
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		m.rec = Record{File: hex.EncodeToString(b[:])}
-		if err := cfg.Store.SaveRecord(RecordName, m.rec); err != nil {
-			return nil, fmt.Errorf("mirror: %w", err)
-		}
+		m.rec = Record{File: newFileID(), Lock: cfg.Lock}
+	case cfg.Lock != "" && m.rec.Lock != "" && m.rec.Lock != cfg.Lock:
+		m.log.Warn("this state file is a copy of another one (a cloned volume, a moved or restored backup): it is given its own id and, as the active, restores the group's checkpoint instead of continuing the tenure it was copied from",
+			"file_id_of_the_original", m.rec.File, "lock_of_the_original", m.rec.Lock, "lock", cfg.Lock)
+		m.rec.File, m.rec.Lock, m.rec.Epoch, m.rec.Nonce = newFileID(), cfg.Lock, 0, ""
+	case m.rec.Lock == "" && cfg.Lock != "":
+		m.rec.Lock = cfg.Lock // a record of an earlier version: its lineage starts here
+	default:
+		return m, nil
+	}
+	if err := cfg.Store.SaveRecord(RecordName, m.rec); err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
 	}
 	return m, nil
+}
+
+// newFileID is a random id for a state file.
+func newFileID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // File is the state file's random id (lease.Config.File).
@@ -203,8 +233,8 @@ func (m *Mirror) Activated(w lease.Writer) error {
 // replica, now holding the lease, calls the shop: at the process's start,
 // when the latest checkpoint is its own (or none exists) nothing is to do;
 // otherwise its own unpublished outbox is undone, the newest dump and the
-// stream are applied to the end, and the latest checkpoint written. The
-// tenure is recorded last. restored says whether the state file now holds
+// stream are applied to the end, and the latest checkpoint written. Then
+// BeforeTenure; the tenure is recorded last. restored says whether the state file now holds
 // the group's state (the components that read it must read it again).
 func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (restored bool, err error) {
 	if atStart {
@@ -213,6 +243,9 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 			return false, err
 		}
 		if cont {
+			if err := m.beforeTenure(ctx, nil); err != nil {
+				return false, err
+			}
 			return false, m.Activated(l.Writer())
 		}
 		if err := m.Demoted(ctx); err != nil {
@@ -225,7 +258,15 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 	if why := m.Unproven(); why != "" {
 		m.log.Warn("taking over with a snapshot that cannot be proven to hold every event of the group: an order changed in the gap gets an event whose before is this snapshot's state", "why", why)
 	}
-	if _, err := m.ApplyCheckpoint(ctx, true); err != nil {
+	applied, err := m.ApplyCheckpoint(ctx, true)
+	if err != nil {
+		return false, err
+	}
+	var cp *lease.Checkpoint
+	if applied {
+		cp = m.applied.Load()
+	}
+	if err := m.beforeTenure(ctx, cp); err != nil {
 		return false, err
 	}
 	if err := m.Activated(l.Writer()); err != nil {
@@ -235,6 +276,13 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 	// active before this one and restarts sees that it does not continue.
 	_, err = m.checkpoint(ctx, l)
 	return true, err
+}
+
+func (m *Mirror) beforeTenure(ctx context.Context, cp *lease.Checkpoint) error {
+	if m.cfg.BeforeTenure == nil {
+		return nil
+	}
+	return m.cfg.BeforeTenure(ctx, cp)
 }
 
 // Continues says whether the state file is provably the group's newest, as
@@ -369,6 +417,7 @@ func (m *Mirror) ApplyCheckpoint(ctx context.Context, force bool) (bool, error) 
 		return false, err
 	}
 	m.ckpt.Store(id)
+	m.applied.Store(&cp)
 	if force {
 		err := m.save(func(r *Record) {
 			if cp.Stream.IsZero() || r.Stream.IsZero() || cp.Stream.Equal(r.Stream) {
@@ -424,7 +473,10 @@ func (m *Mirror) follow(ctx context.Context, once bool) error {
 	if err := m.loadDump(ctx, info); err != nil {
 		return err
 	}
-	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{m.cfg.SubjectPrefix + ".>"}}
+	// Bounded resets: an ordered consumer whose connection is gone (NATS
+	// down, the connection closed at a stop) otherwise retries forever
+	// inside Fetch, which does not watch ctx, and the stop waits for it.
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{m.cfg.SubjectPrefix + ".>"}, MaxResetAttempts: 2}
 	if seq := m.Seq(); seq > 0 {
 		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
 	}
@@ -532,11 +584,21 @@ func (m *Mirror) ownHeader(h nats.Header) bool {
 }
 
 // streamChanged says whether info shows another incarnation of the stream
-// than the one the record's sequence counts in.
+// than the one the record's sequence counts in, or events removed before
+// this replica read them (a purge under a following standby).
 func (m *Mirror) streamChanged(info *jetstream.StreamInfo) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return (!m.rec.Stream.IsZero() && !m.rec.Stream.Equal(info.Created)) || info.State.LastSeq < m.rec.Seq
+	return (!m.rec.Stream.IsZero() && !m.rec.Stream.Equal(info.Created)) || info.State.LastSeq < m.rec.Seq ||
+		(m.rec.Unproven == "" && removedUnread(info.State, m.rec))
+}
+
+// removedUnread says whether the stream removed events past the record's
+// sequence (its limits, a purge: of some events or of all, when it holds
+// none and its first sequence is the next one to come) before this
+// replica, which had loaded a dump, read them.
+func removedUnread(st jetstream.StreamState, rec Record) bool {
+	return st.FirstSeq > rec.Seq+1 && rec.Dump != ""
 }
 
 // sameStream checks the record's position against the stream: a stream
@@ -562,7 +624,7 @@ func (m *Mirror) sameStream(info *jetstream.StreamInfo) error {
 		m.log.Warn("standby: "+why+"; reading it again from its start; the snapshot is unproven until the active's next dump", "stream", m.cfg.Stream)
 		return m.save(func(r *Record) { r.Seq, r.Stream, r.Dump, r.Unproven = 0, info.Created, "", why })
 	}
-	if rec.Unproven == "" && st.Msgs > 0 && st.FirstSeq > rec.Seq+1 && rec.Dump != "" {
+	if rec.Unproven == "" && removedUnread(st, rec) {
 		why = fmt.Sprintf("the stream %s removed events %d to %d before this replica read them", m.cfg.Stream, rec.Seq+1, st.FirstSeq-1)
 		m.log.Warn("standby: "+why+"; the snapshot is unproven until the active's next dump", "stream", m.cfg.Stream)
 		return m.save(func(r *Record) { r.Stream, r.Unproven = info.Created, why })
@@ -625,7 +687,7 @@ func (m *Mirror) loadDump(ctx context.Context, sinfo *jetstream.StreamInfo) erro
 		return m.save(func(r *Record) { r.Dump = info.NUID })
 	}
 	rec.Seq, rec.Dump, rec.Stream = seq, info.NUID, sinfo.Created
-	if sinfo.State.Msgs == 0 || seq+1 >= sinfo.State.FirstSeq {
+	if seq+1 >= sinfo.State.FirstSeq {
 		rec.Unproven = "" // the dump and the stream from its sequence hold everything
 	}
 	n, err := m.cfg.Store.LoadOrders(res, state.Record{Name: RecordName, Value: rec})

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/state"
@@ -281,15 +282,8 @@ func TestStandbyAppliesCheckpointOfBucketCreatedAgain(t *testing.T) {
 // The stream's limits remove events before the standby read them: its
 // snapshot is unproven until it loads a dump that covers the stream.
 func TestEventsRemovedBeforeReadLeaveTheSnapshotUnproven(t *testing.T) {
-	s, a := group(t)
+	s, a, b := groupWithStandby(t)
 	ctx := context.Background()
-	b := newReplica(t, s, "b")
-	if err := b.m.Demoted(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.m.CatchUp(ctx); err != nil { // loads a's dump
-		t.Fatal(err)
-	}
 	js := operator(t, s)
 	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: time.Minute, MaxMsgs: 2}); err != nil {
 		t.Fatal(err)
@@ -306,6 +300,31 @@ func TestEventsRemovedBeforeReadLeaveTheSnapshotUnproven(t *testing.T) {
 	if b.m.Unproven() == "" {
 		t.Fatal("b read a stream that had lost events 1 and 2 and calls its snapshot proven")
 	}
+	dumpProvesAgain(t, a, b, prev)
+}
+
+// groupWithStandby is a group (firstActive a) and its standby b, caught
+// up with a's first dump.
+func groupWithStandby(t *testing.T) (testnats.Server, *replica, *replica) {
+	t.Helper()
+	s, a := group(t)
+	ctx := context.Background()
+	b := newReplica(t, s, "b")
+	if err := b.m.Demoted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.m.CatchUp(ctx); err != nil { // loads a's dump
+		t.Fatal(err)
+	}
+	return s, a, b
+}
+
+// dumpProvesAgain has a, the active, write a dump that covers the stream
+// (a new tenure's first), and checks that the standby b, once it loaded
+// it, is proven again with order 7 in the state prev.
+func dumpProvesAgain(t *testing.T, a, b *replica, prev diff.State) {
+	t.Helper()
+	ctx := context.Background()
 	if err := a.m.Activated(a.lease.Writer()); err != nil { // a new tenure's first Committed dumps
 		t.Fatal(err)
 	}

@@ -207,6 +207,10 @@ func (w *Watcher) refuseOtherShop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := w.pub.EnsureStream(ctx); errors.Is(err, publisher.ErrOtherShop) {
+		var oe *publisher.OwnerError
+		if w.cfg.ShopID == "" && errors.As(err, &oe) {
+			return ConfigErrorf("%v; if it is this shop under a new URL, set %s_SHOP_ID=%s on every replica (the shop's id is then its own, not its URL's)", err, EnvPrefix, oe.Owner)
+		}
 		return ConfigErrorf("%v", err)
 	}
 	if !w.cfg.Lease || w.cfg.Stream == "" {
@@ -216,7 +220,7 @@ func (w *Watcher) refuseOtherShop() error {
 	if err != nil {
 		return nil
 	}
-	if err := replica.CheckOwner(ctx, w.nc, w.cfg.LeaseBucket, key, w.cfg.PlentyURL); errors.Is(err, replica.ErrShopConflict) {
+	if err := replica.CheckOwner(ctx, w.nc, w.cfg.LeaseBucket, key, replica.Owner{ID: w.cfg.Shop(), URL: w.cfg.PlentyURL}); errors.Is(err, replica.ErrShopConflict) {
 		return ConfigErrorf("%v", err)
 	}
 	return nil
@@ -229,11 +233,12 @@ func (w *Watcher) newReplica() *replica.Replica {
 	if id == "" {
 		id = host
 	}
+	limits, merges := LimitRecords()
 	return replica.New(replica.Config{
 		NC: w.nc, Store: w.store, FileLock: w.store.LockID(), EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
 		Key: w.cfg.GroupKey(), LegacyKey: w.cfg.LegacyGroupKey(), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
 		Shop: w.cfg.Shop(), ShopURL: w.cfg.PlentyURL, Source: w.cfg.EventSource(),
-		Own: []string{publisher.PublisherRecord}, Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord}, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
+		Own: []string{publisher.PublisherRecord}, Limits: limits, Merges: merges, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
 		Buckets: w.opt.Buckets, Takeovers: w.opt.Takeovers,
 	})
 }

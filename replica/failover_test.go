@@ -21,6 +21,7 @@ import (
 	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
+	wiring "github.com/orderwatch/orderwatch/pipeline"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
@@ -85,7 +86,16 @@ type pipeline struct {
 	// onStart, when set, runs in the loops' place until their stop, with
 	// the replica's state file.
 	onStart func(ctx context.Context, st *state.Store)
-	store   *state.Store // set by start
+	// onLimits, when set, applies the group's limits to what onStart runs
+	// (replica.LimitsApplier).
+	onLimits func(st *state.Store)
+	store    *state.Store // set by start
+}
+
+func (p *pipeline) GroupLimits() {
+	if p.onLimits != nil {
+		p.onLimits(p.store)
+	}
 }
 
 func (p *pipeline) Start(ctx context.Context) func(bool) int {
@@ -161,22 +171,28 @@ func (s *checkpointStore) Checkpoint() (state.Checkpoint, bool, error) {
 }
 
 func (g *group) start(name string, p *pipeline) *member {
+	return g.startOn(name, filepath.Join(g.t.TempDir(), name+".db"), p)
+}
+
+// startOn starts a member on the state file at path.
+func (g *group) startOn(name, path string, p *pipeline) *member {
 	t := g.t
 	nc, err := nats.Connect(g.url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := state.Open(filepath.Join(t.TempDir(), name+".db"), state.Options{NoSync: true})
+	st, err := state.Open(path, state.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.store = st
+	limits, merges := wiring.LimitRecords()
 	m := &member{name: name, nc: nc, store: st, ckpt: &checkpointStore{Store: st}, p: p, logs: &e2e.LockedBuffer{}, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	cfg := replica.Config{
 		Registerer: m.reg,
 		NC:         nc, Store: m.ckpt, FileLock: st.LockID(), Stream: stream, SubjectPrefix: "orders",
 		Key: g.key, Instance: name, Host: "h", Bucket: g.bucket, TTL: ttl,
-		Limits: []string{plenty.WaitsRecord, plenty.SessionsRecord, "budget"},
+		Limits: limits, Merges: merges,
 		Logger: slog.New(slog.NewTextHandler(m.logs, nil)),
 		Tuning: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second},
 	}
@@ -341,8 +357,14 @@ func (m *member) demotedToStandby() bool {
 // replica's state file (restored from the group at a takeover), sends the
 // wait the client starts with to pending and calls the shop at url at once.
 func callingPipeline(t *testing.T, url string, pending chan<- plenty.Wait) *pipeline {
+	return callingPipelineOn(t, url, pending, nil)
+}
+
+// callingPipelineOn is callingPipeline with the client's wall clock now
+// (nil: time.Now).
+func callingPipelineOn(t *testing.T, url string, pending chan<- plenty.Wait, now func() time.Time) *pipeline {
 	return &pipeline{onStart: func(ctx context.Context, st *state.Store) {
-		c, err := plenty.New(plenty.Config{BaseURL: url, Username: "demo", Password: "demo", Tokens: st, Sessions: st, Waits: st})
+		c, err := plenty.New(plenty.Config{BaseURL: url, Username: "demo", Password: "demo", Tokens: st, Sessions: st, Waits: st, Now: now})
 		if err != nil {
 			t.Error(err)
 			return

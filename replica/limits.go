@@ -17,18 +17,58 @@ import (
 // asked for, the sessions that may be open, the call budget) reaches the
 // group when it changes, not with the next checkpoint (written only after
 // a verified sweep with an empty outbox: a 429 or a spent daily quota
-// blocks the sweep, and a long first sync writes none for minutes). The
-// active writes the records named in Config.Limits, whenever one of them
-// is saved (Records), to the key <Key>.limits of the checkpoint bucket, at
-// most once a second; a replica that takes over with the group's state
-// writes the newer of the checkpoint's and the key's into its state file
-// before its first call.
+// blocks the sweep, and a long first sync writes none for minutes).
+//
+//   - Written through: a save of a record named in Config.Limits (through
+//     Records) writes the group's key <Key>.limits of the checkpoint
+//     bucket before the save returns, so before the caller's next call;
+//     a write that fails is retried in the background while active.
+//   - Merged, never overwritten: a write reads the group's value and
+//     merges it with this replica's records (Config.Merges: a wait only
+//     lengthens, a budget only spends), then writes on that revision. So
+//     any replica, even one past its lease's deadline (a call answered
+//     late), adds what it learned without undoing another's: the write is
+//     not gated by the lease.
+//   - Applied first: a replica that takes over merges the group's value
+//     into its state file before the tenure's first checkpoint, before
+//     anything of its own is written (mirror.Config.BeforeTenure); a
+//     takeover that fails or is interrupted leaves the group's value as
+//     it was, and the next one merges it again.
+//   - On one clock: a record's times are the writer's wall clock. The
+//     reader moves them onto its own by the NATS server's stamps (each
+//     entry's creation time): the writer's offset to the server is at
+//     most the value's stamp less its Written, the reader's at least the
+//     server's time it last saw (lease.ServerNow) less its own; the
+//     difference moves every time later, never earlier, whatever the two
+//     wall clocks say.
+
+// Limit says how the group's copy of a record of Config.Limits combines
+// with a replica's own.
+type Limit struct {
+	// Shift moves the record's wall-clock times by d (from another
+	// replica's clock onto this one's).
+	Shift func(rec json.RawMessage, d time.Duration) (json.RawMessage, error)
+	// Merge combines this replica's value (nil: none) with the group's,
+	// both on this replica's clock, at now: the result binds at least as
+	// much as each. groupLater says that the group's is a later state of
+	// the value own was restored from (it may replace it). An error says
+	// that the group's does not decode: own is kept.
+	Merge func(own, group json.RawMessage, groupLater bool, now time.Time) (json.RawMessage, error)
+}
 
 // limitsValue is the value of the limits key.
 type limitsValue struct {
 	Writer  lease.Writer               `json:"writer"`
-	Written time.Time                  `json:"written"`
+	Written time.Time                  `json:"written"` // the writer's wall clock, before the write
 	Records map[string]json.RawMessage `json:"records"`
+}
+
+// groupLimits is the limits key as read.
+type groupLimits struct {
+	v     limitsValue
+	found bool      // a value that decodes
+	rev   uint64    // the revision to write on (0: create)
+	stamp time.Time // when the server stored it
 }
 
 // RecordStore is where a component keeps its records (*state.Store).
@@ -37,9 +77,9 @@ type RecordStore interface {
 	LoadRecord(name string, v any) (found bool, err error)
 }
 
-// Records returns s with the replica told of every save of a record named
-// in Config.Limits: pass it to the components that save them (the client's
-// waits and sessions, the poller's budget).
+// Records returns s with the group told of every save of a record named
+// in Config.Limits before the save returns: pass it to the components
+// that save them (the client's waits and sessions, the poller's budget).
 func (r *Replica) Records(s RecordStore) RecordStore { return notifying{s, r} }
 
 type notifying struct {
@@ -50,18 +90,39 @@ type notifying struct {
 func (n notifying) SaveRecord(name string, v any) error {
 	err := n.RecordStore.SaveRecord(name, v)
 	if err == nil && slices.Contains(n.r.cfg.Limits, name) {
-		select {
-		case n.r.limits <- struct{}{}:
-		default:
-		}
+		n.r.writeThrough()
 	}
 	return err
 }
 
 func (r *Replica) limitsKey() string { return r.Key() + ".limits" }
 
-// startLimits writes the group's limits whenever they change, at most
-// once a second, while this replica is active.
+// writeThrough writes the group's limits now, bounded; a failure leaves
+// them to the background writer (and, for a few seconds, the next saves
+// too: NATS that does not answer must not slow every save down).
+func (r *Replica) writeThrough() {
+	if r.lease.Load() == nil || time.Now().UnixNano() < r.limitsQuiet.Load() {
+		r.pokeLimits()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.writeLimits(ctx); err != nil {
+		r.limitsQuiet.Store(time.Now().Add(5 * time.Second).UnixNano())
+		r.log.Warn("writing the group's limits (waits, sessions, budget) failed; retried in the background", "err", err)
+		r.pokeLimits()
+	}
+}
+
+func (r *Replica) pokeLimits() {
+	select {
+	case r.limits <- struct{}{}:
+	default:
+	}
+}
+
+// startLimits writes the group's limits again, while this replica is
+// active, after a write that failed.
 func (r *Replica) startLimits(ctx context.Context) (stop func()) {
 	return background(ctx, func(ctx context.Context) {
 		for {
@@ -70,85 +131,291 @@ func (r *Replica) startLimits(ctx context.Context) (stop func()) {
 				return
 			case <-r.limits:
 			}
-			if err := r.writeLimits(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn("writing the group's limits (waits, sessions, budget) failed; the next change writes them again", "err", err)
+			for ctx.Err() == nil {
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				err := r.writeLimits(wctx)
+				cancel()
+				if err == nil {
+					r.limitsQuiet.Store(0)
+					break
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(r.cfg.Retry):
+				}
 			}
-			t := time.NewTimer(time.Second)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
 		}
 	})
 }
 
-// writeLimits writes the records of Config.Limits to the limits key (only
-// while this replica holds the lease).
+// writeLimits merges this replica's records of Config.Limits into the
+// group's limits key (with any replica: the lease does not gate it).
 func (r *Replica) writeLimits(ctx context.Context) error {
 	l := r.lease.Load()
 	if len(r.cfg.Limits) == 0 || l == nil || r.ckv == nil {
 		return nil
 	}
-	if err := l.Gate(); err != nil {
+	r.limMu.Lock()
+	defer r.limMu.Unlock()
+	own, err := r.loadLimits()
+	if err != nil {
 		return err
 	}
-	v := limitsValue{Writer: l.Writer(), Written: time.Now().UTC(), Records: map[string]json.RawMessage{}}
+	me := l.Writer()
+	for try := 0; ; try++ {
+		g, err := r.readGroup(ctx)
+		if err != nil {
+			return err
+		}
+		recs := own
+		if g.found && g.v.Writer != me {
+			recs = r.merge(own, g, false)
+		}
+		err = r.putLimits(ctx, me, recs, g.rev)
+		if err == nil || !conflict(err) || try >= 4 {
+			return err
+		}
+	}
+}
+
+// applyGroupLimits is the takeover's step before the tenure's first
+// checkpoint (mirror.Config.BeforeTenure): the group's limits merged into
+// the state file (restored: the checkpoint it now holds, whose records
+// are on their writer's clock), and written back.
+func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoint) error {
+	l := r.lease.Load()
+	if len(r.cfg.Limits) == 0 || l == nil {
+		return nil
+	}
+	_, _, _ = l.Holder(ctx) // a fresh reading of the server's clock
+	r.limMu.Lock()
+	defer r.limMu.Unlock()
+	own, err := r.loadLimits()
+	if err != nil {
+		return err
+	}
+	if restored != nil {
+		own = r.shifted(own, r.shiftFrom(restored.Stamp, restored.Written))
+	}
+	g, err := r.readGroup(ctx)
+	if err != nil {
+		return err
+	}
+	merged := own
+	if g.found {
+		later := restored != nil && g.v.Writer == restored.Writer() && g.v.Written.After(restored.Written)
+		merged = r.merge(own, g, later)
+		r.log.Info("the group's limits (waits, sessions, budget) merged into this replica's before its first call",
+			"writer", g.v.Writer.Instance, "written", g.v.Written.Format(time.RFC3339Nano), "later_than_the_checkpoint", later)
+	}
+	for _, name := range r.cfg.Limits {
+		if raw, ok := merged[name]; ok {
+			if err := r.cfg.Store.SaveRecord(name, raw); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.putLimits(ctx, l.Writer(), merged, g.rev); err != nil {
+		// The group's value is as it was: the next write merges again.
+		r.log.Warn("writing the merged limits back to the group failed; retried in the background", "err", err)
+		r.pokeLimits()
+	}
+	return nil
+}
+
+// LimitsApplier is a Pipeline that applies the group's limits while it
+// runs: GroupLimits reads the records of Config.Limits from the state
+// file again into the running workers (the client's waits). The active
+// replica calls it when another replica added to the group's limits
+// during its tenure (a 429 answered to a replica past its deadline, after
+// this one took over); a Pipeline without it honours such a wait from
+// its next takeover or restart on.
+type LimitsApplier interface {
+	GroupLimits()
+}
+
+// followLimits merges what other replicas write to the group's limits
+// while this one is active into its state file and, for a LimitsApplier,
+// into its running workers, as it is written (a watch of the key).
+func (r *Replica) followLimits(ctx context.Context, p Pipeline) (stop func()) {
+	ap, applies := p.(LimitsApplier)
+	return background(ctx, func(ctx context.Context) {
+		for ctx.Err() == nil {
+			w, err := r.ckv.Watch(ctx, r.limitsKey(), jetstream.UpdatesOnly())
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(r.cfg.Retry):
+				}
+				continue
+			}
+			for open := true; open && ctx.Err() == nil; {
+				select {
+				case <-ctx.Done():
+				case e, ok := <-w.Updates():
+					open = ok
+					if ok && e != nil && e.Operation() == jetstream.KeyValuePut && r.adopt(e) && applies {
+						ap.GroupLimits()
+					}
+				}
+			}
+			_ = w.Stop()
+		}
+	})
+}
+
+// adopt merges a value of the limits key written by another replica into
+// this replica's records; it says whether any changed.
+func (r *Replica) adopt(e jetstream.KeyValueEntry) bool {
+	l := r.lease.Load()
+	var v limitsValue
+	if l == nil || json.Unmarshal(e.Value(), &v) != nil || v.Writer == l.Writer() {
+		return false
+	}
+	l.NoteServerTime(e.Created())
+	r.limMu.Lock()
+	defer r.limMu.Unlock()
+	own, err := r.loadLimits()
+	if err != nil {
+		return false
+	}
+	changed := false
+	for name, raw := range r.merge(own, groupLimits{v: v, found: true, stamp: e.Created()}, false) {
+		if string(raw) == string(own[name]) {
+			continue
+		}
+		if err := r.cfg.Store.SaveRecord(name, raw); err != nil {
+			r.log.Warn("the group's limits written by another replica could not be saved", "record", name, "err", err)
+			continue
+		}
+		changed = true
+	}
+	if changed {
+		r.log.Info("another replica added to the group's limits during this tenure: merged", "writer", v.Writer.Instance)
+	}
+	return changed
+}
+
+// loadLimits reads this replica's records of Config.Limits.
+func (r *Replica) loadLimits() (map[string]json.RawMessage, error) {
+	own := map[string]json.RawMessage{}
 	for _, name := range r.cfg.Limits {
 		var raw json.RawMessage
 		found, err := r.cfg.Store.LoadRecord(name, &raw)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if found {
-			v.Records[name] = raw
+			own[name] = raw
 		}
 	}
-	b, _ := json.Marshal(v)
-	if err := l.Gate(); err != nil {
-		return err
+	return own, nil
+}
+
+// readGroup reads the limits key; a value that does not decode is
+// reported and overwritten by the next write.
+func (r *Replica) readGroup(ctx context.Context) (groupLimits, error) {
+	e, err := r.ckv.Get(ctx, r.limitsKey())
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return groupLimits{}, nil
 	}
-	if _, err := r.ckv.Put(ctx, r.limitsKey(), b); err != nil {
+	if err != nil {
+		return groupLimits{}, fmt.Errorf("group limits %s: %w", r.limitsKey(), err)
+	}
+	if l := r.lease.Load(); l != nil {
+		l.NoteServerTime(e.Created())
+	}
+	g := groupLimits{rev: e.Revision(), stamp: e.Created()}
+	if err := json.Unmarshal(e.Value(), &g.v); err != nil {
+		r.log.Warn("the group's limits do not decode: this replica's own are used and written over them", "key", r.limitsKey(), "err", err)
+		return g, nil
+	}
+	g.found = true
+	return g, nil
+}
+
+// putLimits writes recs as the group's limits on revision rev (0: a new
+// key).
+func (r *Replica) putLimits(ctx context.Context, me lease.Writer, recs map[string]json.RawMessage, rev uint64) error {
+	b, _ := json.Marshal(limitsValue{Writer: me, Written: r.now().UTC(), Records: recs})
+	var err error
+	if rev == 0 {
+		_, err = r.ckv.Create(ctx, r.limitsKey(), b)
+	} else {
+		_, err = r.ckv.Update(ctx, r.limitsKey(), b, rev)
+	}
+	if err != nil {
 		return fmt.Errorf("group limits %s: %w", r.limitsKey(), err)
 	}
 	return nil
 }
 
-// applyLimits writes the group's limits into the state file after a
-// takeover restored the group's checkpoint cp (found: there was one) into
-// it: when the limits were written by the checkpoint's writer after it
-// (that tenure's latest), or there was no checkpoint. Limits of another
-// writer are older than the checkpoint (a takeover writes its first
-// checkpoint before any call). It returns whether it applied any.
-func (r *Replica) applyLimits(ctx context.Context, cp lease.Checkpoint, found bool) (bool, error) {
-	if len(r.cfg.Limits) == 0 {
-		return false, nil
+func conflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) ||
+		errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
+}
+
+// shiftFrom is how far times of a value written at written (the writer's
+// wall clock) and stored by the server at stamp move onto this replica's
+// clock: at least the true difference of the two clocks (see above).
+func (r *Replica) shiftFrom(stamp, written time.Time) time.Duration {
+	if stamp.IsZero() || written.IsZero() {
+		return 0 // an older value: its times as written
 	}
-	e, err := r.ckv.Get(ctx, r.limitsKey())
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return false, nil
+	server := stamp // the value was stored before it was read: a lower bound
+	if l := r.lease.Load(); l != nil {
+		if at, ok := l.ServerNow(); ok && at.After(server) {
+			server = at
+		}
 	}
-	if err != nil {
-		return false, fmt.Errorf("group limits %s: %w", r.limitsKey(), err)
+	return stamp.Sub(written) - server.Sub(r.now())
+}
+
+// shifted moves every record of recs that has a Shift by d.
+func (r *Replica) shifted(recs map[string]json.RawMessage, d time.Duration) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(recs))
+	for name, raw := range recs {
+		out[name] = raw
+		if lim, ok := r.cfg.Merges[name]; ok && lim.Shift != nil && d != 0 {
+			if s, err := lim.Shift(raw, d); err == nil {
+				out[name] = s
+			}
+		}
 	}
-	var v limitsValue
-	if err := json.Unmarshal(e.Value(), &v); err != nil {
-		r.log.Warn("the group's limits do not decode: the checkpoint's are used", "key", r.limitsKey(), "err", err)
-		return false, nil
-	}
-	if found && (v.Writer != cp.Writer() || v.Written.Before(cp.Written)) {
-		return false, nil
-	}
+	return out
+}
+
+// merge combines this replica's records with the group's g (moved onto
+// this replica's clock); groupLater: g is a later state of own's.
+func (r *Replica) merge(own map[string]json.RawMessage, g groupLimits, groupLater bool) map[string]json.RawMessage {
+	group := r.shifted(g.v.Records, r.shiftFrom(g.stamp, g.v.Written))
+	out := make(map[string]json.RawMessage, len(r.cfg.Limits))
+	now := r.now()
 	for _, name := range r.cfg.Limits {
-		raw, ok := v.Records[name]
-		if !ok || !json.Valid(raw) {
-			continue
-		}
-		if err := r.cfg.Store.SaveRecord(name, raw); err != nil {
-			return false, err
+		mine, have := own[name]
+		theirs, ok := group[name]
+		switch lim, merges := r.cfg.Merges[name]; {
+		case !ok:
+			if have {
+				out[name] = mine
+			}
+		case merges && lim.Merge != nil:
+			m, err := lim.Merge(mine, theirs, groupLater, now)
+			if err != nil {
+				r.log.Warn("the group's record does not decode: this replica's is kept", "record", name, "err", err)
+				if have {
+					out[name] = mine
+				}
+				continue
+			}
+			out[name] = m
+		case groupLater || !have:
+			if json.Valid(theirs) {
+				out[name] = theirs
+			}
+		default:
+			out[name] = mine
 		}
 	}
-	r.log.Info("the group's limits (waits, sessions, budget) as the last active left them, newer than its checkpoint: honoured before the first call",
-		"writer", v.Writer.Instance, "written", v.Written.Format(time.RFC3339Nano))
-	return true, nil
+	return out
 }

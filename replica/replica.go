@@ -85,9 +85,14 @@ type Config struct {
 	// replaces (mirror.Config.Own).
 	Own []string
 	// Limits names the records that bind the shop's calls (the waits, the
-	// sessions, the budget): the active writes them to the group when one
-	// is saved through Records (limits.go).
+	// sessions, the budget): written to the group when one is saved
+	// through Records, merged with the group's by Merges (limits.go; a
+	// record without one: the group's replaces this replica's at a
+	// takeover only when it is the later state).
 	Limits []string
+	Merges map[string]Limit
+	// Now is the wall clock [time.Now].
+	Now func() time.Time
 	// Buckets, when set, are the group's buckets bound once by the
 	// process for all its replicas (a fleet, BindBuckets): this replica
 	// binds none itself (Bucket, TTL and Replicas are not used; the
@@ -144,9 +149,17 @@ type Replica struct {
 	mirror *mirror.Mirror                // set once by setup, before the lease
 	shown  atomic.Pointer[mirror.Mirror] // the same, for the readiness and the metrics
 	key    atomic.Pointer[string]        // the group's key in force (GroupKey), set by setup
-	ckpts  *lease.Checkpoints
-	ckv    jetstream.KeyValue // the checkpoint bucket (the limits key too)
-	limits chan struct{}      // a record of Config.Limits was saved (cap 1)
+	// urlBefore is the shop's URL the group recorded when it differs from
+	// this replica's (the same shop id under a new URL), set by setup.
+	urlBefore atomic.Pointer[string]
+	ckpts     *lease.Checkpoints
+	ckv       jetstream.KeyValue // the checkpoint bucket (the limits key too)
+	limits    chan struct{}      // the group's limits are to be written again (cap 1)
+	// limMu keeps the writes of the group's limits apart; limitsQuiet
+	// (unix nanos) is until when a save does not write through (a write
+	// just failed).
+	limMu       sync.Mutex
+	limitsQuiet atomic.Int64
 
 	changed     chan struct{} // the lease changed hands (cap 1)
 	swept       chan struct{} // a verified sweep committed (cap 1)
@@ -169,6 +182,9 @@ type Replica struct {
 // NATS (Run does).
 func New(cfg Config) *Replica {
 	cfg.Tuning.defaults()
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -179,6 +195,8 @@ func New(cfg Config) *Replica {
 	r.register(cfg.Registerer)
 	return r
 }
+
+func (r *Replica) now() time.Time { return r.cfg.Now() }
 
 // Instance is this replica's name in the lease.
 func (r *Replica) Instance() string { return r.cfg.Instance }
@@ -319,11 +337,18 @@ type Report struct {
 	// Unproven says why this replica's snapshot may miss events of the
 	// group (mirror.Unproven); "" when it holds every one.
 	Unproven string `json:"unproven,omitempty"`
+	// ShopURLBefore is the service URL the group recorded before this
+	// replica joined it under another URL of the same shop id (a URL
+	// change with WATCHER_SHOP_ID set); "" when the same.
+	ShopURLBefore string `json:"shopUrlBefore,omitempty"`
 }
 
 // Report is the replica's part of the state report.
 func (r *Replica) Report() *Report {
 	rep := &Report{Key: r.Key(), Instance: r.cfg.Instance, Role: "starting"}
+	if u := r.urlBefore.Load(); u != nil {
+		rep.ShopURLBefore = *u
+	}
 	l := r.lease.Load()
 	if l == nil {
 		return rep
@@ -445,14 +470,14 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	r.ckpts, r.ckv = lease.NewCheckpoints(ckv, key), ckv
 	r.mirror, err = mirror.New(mirror.Config{
 		JS: js, Stream: r.cfg.Stream, SubjectPrefix: r.cfg.SubjectPrefix, Store: r.cfg.Store,
-		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: r.cfg.Own,
-		OnApplied: func(n int) { r.applied.Add(float64(n)) },
+		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: r.cfg.Own, Lock: r.cfg.FileLock,
+		OnApplied: func(n int) { r.applied.Add(float64(n)) }, BeforeTenure: r.applyGroupLimits,
 	})
 	if err != nil {
 		return err
 	}
 	l := lease.New(kv, ttl, lease.Config{
-		Key: key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Lock: r.cfg.FileLock, Shop: r.cfg.ShopURL, Logger: r.log,
+		Key: key, Instance: r.cfg.Instance, Host: r.cfg.Host, File: r.mirror.File(), Lock: r.cfg.FileLock, Shop: r.cfg.ShopURL, ShopID: r.cfg.Shop, Logger: r.log, Now: r.cfg.Now,
 		Renew: r.cfg.Renew, Margin: r.cfg.Margin, NoWatch: r.cfg.Buckets != nil,
 		OnChange: func(bool) {
 			select {
@@ -461,9 +486,15 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 			}
 		},
 	})
-	if err := (handles{lease: kv, ckpt: ckv}).owner(ctx, key, r.cfg.ShopURL); err != nil {
+	before, err := (handles{lease: kv, ckpt: ckv}).owner(ctx, key, Owner{ID: r.cfg.Shop, URL: r.cfg.ShopURL})
+	if err != nil {
 		return err
 	}
+	if before != "" {
+		r.log.Warn("hot standby: the group's shop had another URL under the same shop id: taken as the same shop under a new URL (two shops given one WATCHER_SHOP_ID would also look like this: give each its own)",
+			"shop_id", r.cfg.Shop, "url_before", before, "url", r.cfg.ShopURL)
+	}
+	r.urlBefore.Store(&before)
 	r.shown.Store(r.mirror)
 	r.lease.Store(l)
 	r.log.Info("hot standby: lease", "key", key, "instance", r.cfg.Instance, "ttl", ttl.String(), "bucket", name+"_lease", "replicas", replicas)

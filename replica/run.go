@@ -2,11 +2,8 @@ package replica
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/orderwatch/orderwatch/lease"
 )
 
 // role is what runs in this process: the pipeline's loops with the
@@ -14,7 +11,7 @@ import (
 type role struct {
 	stopWork   func(flush bool) int
 	stopCkpt   func()
-	stopLimits func()
+	stopLimits func() // the limits' writer and follower
 	stopRescan func()
 	stopMirror func()
 	// atStart: nothing ran since the process started or since a demotion
@@ -103,7 +100,8 @@ func (r *Replica) promote(ctx context.Context, p Pipeline, ro *role) {
 	}
 	ro.atStart = false
 	r.setFenced(false)
-	ro.stopLimits = r.startLimits(ctx)
+	stopWrite, stopFollow := r.startLimits(ctx), r.followLimits(ctx, p)
+	ro.stopLimits = func() { stopFollow(); stopWrite() }
 	ro.stopWork, ro.stopCkpt, ro.stopRescan = p.Start(ctx), r.startCheckpoints(ctx), r.serveRescan(p)
 	r.working.Store(true)
 }
@@ -149,8 +147,9 @@ func (r *Replica) demote(ctx context.Context, ro *role) {
 }
 
 // takeover prepares this replica, which now holds the lease, to work: the
-// state file brought to the group's state (mirror.Takeover) and, when it
-// was, the pipeline's workers built again from it.
+// state file brought to the group's state with the group's limits merged
+// in (mirror.Takeover, applyGroupLimits) and, when it was, the pipeline's
+// workers built again from it.
 func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error {
 	l := r.lease.Load()
 	start := time.Now()
@@ -166,15 +165,6 @@ func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error 
 	tctx, cancel := context.WithTimeout(ctx, r.cfg.TakeoverLimit)
 	defer cancel()
 	before, _ := r.cfg.Store.Meta()
-	// The checkpoint the takeover restores: the group's limits are newer
-	// when its writer wrote them after it.
-	prev, found, err := r.ckpts.Read(tctx)
-	if errors.Is(err, lease.ErrCorrupt) {
-		found, err = false, nil
-	}
-	if err != nil {
-		return err
-	}
 	// An outbox left by this replica's last tenure (a commit that came
 	// after its demotion undid the outbox, by an earlier version) is
 	// undone first: its events were never the group's.
@@ -197,17 +187,6 @@ func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error 
 	r.noteGroupWins(before)
 	if err := l.Gate(); err != nil {
 		return err
-	}
-	if restored {
-		applied, err := r.applyLimits(tctx, prev, found)
-		if err != nil {
-			return err
-		}
-		if applied {
-			if err := r.writeLimits(tctx); err != nil {
-				return err
-			}
-		}
 	}
 	if restored {
 		if err := p.Restored(); err != nil {

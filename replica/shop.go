@@ -101,15 +101,28 @@ func hasKey(ctx context.Context, kv jetstream.KeyValue, key string) (bool, error
 var ErrShopConflict = errors.New("the group belongs to another shop")
 
 // ShopConflictError: the group's lease is held by, or its checkpoint was
-// written by, a replica of another shop (the same shop id, WATCHER_SHOP_ID,
-// given to two shops). The watcher refuses to join that group.
+// written by, a replica of another shop: another shop id, or, where no
+// id is given (WATCHER_SHOP_ID), another service URL. The watcher refuses
+// to join that group.
 type ShopConflictError struct {
 	Key, Holder, HolderShop, Shop string
+	// HolderID is the id the group's shop had ("" unknown); Derived says
+	// that this watcher's id is derived from its URL (no WATCHER_SHOP_ID).
+	HolderID string
+	Derived  bool
 }
 
 func (e *ShopConflictError) Error() string {
-	return fmt.Sprintf("the group %s belongs to %s of the shop %s, this watcher serves the shop %s: give each shop its own WATCHER_SHOP_ID",
+	msg := fmt.Sprintf("the group %s belongs to %s of the shop %s, this watcher serves the shop %s: give each shop its own WATCHER_SHOP_ID",
 		e.Key, e.Holder, e.HolderShop, e.Shop)
+	if e.Derived {
+		id := e.HolderID
+		if id == "" {
+			id = shopid.FromURL(e.HolderShop)
+		}
+		msg += fmt.Sprintf("; if it is this shop under a new URL, set WATCHER_SHOP_ID=%s on every replica (the shop's id is then its own, not its URL's)", id)
+	}
+	return msg
 }
 
 func (e *ShopConflictError) Unwrap() error { return ErrShopConflict }
@@ -118,45 +131,63 @@ func (e *ShopConflictError) Unwrap() error { return ErrShopConflict }
 // case and a trailing '/' aside).
 func SameShop(a, b string) bool { return shopid.FromURL(a) == shopid.FromURL(b) }
 
+// Owner is the shop a watcher serves, for the owner check: its id
+// (package shopid) and service URL.
+type Owner struct{ ID, URL string }
+
+// explicit says whether the id was given (WATCHER_SHOP_ID), not derived
+// from the URL.
+func (o Owner) explicit() bool { return o.ID != "" && o.ID != shopid.FromURL(o.URL) }
+
 // CheckOwner fails with a *ShopConflictError when the group of key in
 // the buckets <bucket>_lease and _checkpoint belongs to another shop than
-// shopURL (owner); nil when it is free, this shop's, or an earlier
-// version's (no shop named), or when the buckets do not exist yet.
-func CheckOwner(ctx context.Context, nc *nats.Conn, bucket, key, shopURL string) error {
+// owner; nil when it is free, this shop's, or an earlier version's (no
+// shop named), or when the buckets do not exist yet.
+func CheckOwner(ctx context.Context, nc *nats.Conn, bucket, key string, owner Owner) error {
 	h, err := existing(ctx, nc, bucket)
 	if err != nil {
 		return err
 	}
-	return h.owner(ctx, key, shopURL)
+	_, err = h.owner(ctx, key, owner)
+	return err
 }
 
 // owner fails with a *ShopConflictError when the lease of key is held by,
-// or its checkpoint was written by, a replica of another shop than
-// shopURL.
-func (h handles) owner(ctx context.Context, key, shopURL string) error {
-	conflict := func(who, shop string) error {
-		if shop == "" || SameShop(shop, shopURL) {
-			return nil
+// or its checkpoint was written by, a replica of another shop than o. A
+// shop is its id: with an id recorded, the ids decide; without one (an
+// earlier version), an explicit id (the key is that id's) makes it this
+// shop, a derived one compares the URLs. It returns the URL the group
+// recorded when it differs from o's (the same shop under a new URL).
+func (h handles) owner(ctx context.Context, key string, o Owner) (urlBefore string, err error) {
+	check := func(who, url, id string) (string, error) {
+		switch {
+		case url == "" && id == "": // an earlier version's: no shop named
+			return "", nil
+		case id != "" && id == shopid.Resolve(o.ID, o.URL), id == "" && (o.explicit() || SameShop(url, o.URL)):
+			if url != "" && !SameShop(url, o.URL) {
+				return url, nil
+			}
+			return "", nil
 		}
-		return &ShopConflictError{Key: key, Holder: who, HolderShop: shop, Shop: shopURL}
+		return "", &ShopConflictError{Key: key, Holder: who, HolderShop: url, Shop: o.URL, HolderID: id, Derived: !o.explicit()}
 	}
 	if h.lease != nil {
 		v, found, err := lease.New(h.lease, time.Second, lease.Config{Key: key}).Holder(ctx)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if found {
-			return conflict(v.Instance, v.Shop)
+			return check(v.Instance, v.Shop, v.ShopID)
 		}
 	}
 	if h.ckpt != nil {
 		cp, found, err := lease.NewCheckpoints(h.ckpt, key).Read(ctx)
 		if err != nil && !errors.Is(err, lease.ErrCorrupt) {
-			return err
+			return "", err
 		}
 		if found {
-			return conflict(cp.Instance+" (its checkpoint)", cp.Shop)
+			return check(cp.Instance+" (its checkpoint)", cp.Shop, cp.ShopID)
 		}
 	}
-	return nil
+	return "", nil
 }

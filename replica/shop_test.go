@@ -74,11 +74,11 @@ func TestOtherShopRefused(t *testing.T) {
 	if !strings.Contains(b.logs.String(), "refusing to join the group of another shop") {
 		t.Errorf("b's log does not say it refuses:\n%s", b.logs)
 	}
-	err := replica.CheckOwner(context.Background(), b.nc, g.bucket, g.key, "https://b.example")
+	err := replica.CheckOwner(context.Background(), b.nc, g.bucket, g.key, replica.Owner{URL: "https://b.example"})
 	if !errors.Is(err, replica.ErrShopConflict) {
 		t.Errorf("CheckOwner: %v, want ErrShopConflict", err)
 	}
-	if err := replica.CheckOwner(context.Background(), b.nc, g.bucket, g.key, "HTTPS://A.example/"); err != nil {
+	if err := replica.CheckOwner(context.Background(), b.nc, g.bucket, g.key, replica.Owner{URL: "HTTPS://A.example/"}); err != nil {
 		t.Errorf("CheckOwner of the same shop: %v", err)
 	}
 }

@@ -1,0 +1,42 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/poller"
+	"github.com/orderwatch/orderwatch/replica"
+)
+
+// LimitRecords are the records that bind the shop's calls, kept by the
+// whole hot-standby group, with how the group's copy merges with a
+// replica's (a wait only lengthens, a budget only spends).
+func LimitRecords() ([]string, map[string]replica.Limit) {
+	return []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord}, map[string]replica.Limit{
+		plenty.WaitsRecord: {Shift: plenty.ShiftWaits, Merge: func(own, group json.RawMessage, _ bool, now time.Time) (json.RawMessage, error) {
+			return plenty.MergeWaits(own, group, now)
+		}},
+		plenty.SessionsRecord: {Shift: plenty.ShiftSessions, Merge: func(own, group json.RawMessage, _ bool, now time.Time) (json.RawMessage, error) {
+			return plenty.MergeSessions(own, group, now)
+		}},
+		poller.BudgetRecord: {Shift: poller.ShiftBudget, Merge: func(own, group json.RawMessage, later bool, _ time.Time) (json.RawMessage, error) {
+			return poller.MergeBudget(own, group, later)
+		}},
+	}
+}
+
+// GroupLimits applies the group's waits, merged into the state file by
+// the replica while this one is active, to the running client
+// (replica.LimitsApplier).
+func (w *Watcher) GroupLimits() {
+	waits, _, err := plenty.LoadWaits(w.store)
+	if err != nil || len(waits) == 0 {
+		return
+	}
+	if wt, ok := w.cl().Pacer().Restore(waits...); ok {
+		w.log.Warn("a wait another replica of the group was told: no call before it ends", "until", wt.Until.UTC().Format(time.RFC3339), "why", wt.Why)
+	}
+}
+
+var _ replica.LimitsApplier = (*Watcher)(nil)

@@ -1,0 +1,602 @@
+package replica_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderwatch/orderwatch/internal/e2e"
+	"github.com/orderwatch/orderwatch/internal/testnats"
+	"github.com/orderwatch/orderwatch/lease"
+	wiring "github.com/orderwatch/orderwatch/pipeline"
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plenty/order"
+	"github.com/orderwatch/orderwatch/plentysim"
+	"github.com/orderwatch/orderwatch/replica"
+	"github.com/orderwatch/orderwatch/state"
+)
+
+// The seeded randomized test of the group's promises over takeovers:
+// three replicas (in process, each on its own NATS connection and state
+// file) with a pipeline that calls the simulator in a loop through a real
+// client (gated by the lease, its waits and sessions kept through the
+// replica's Records). At random instants, drawn from the seed: the
+// replicas' NATS operations fail, lose their answer (done on the server,
+// an error to the caller) or answer late; a replica is killed (and
+// restarted on its state file) or stalled (none of its NATS operations
+// answers for a while: a partition, a pause as NATS sees it); the shop
+// answers 429 with a Retry-After or a spent daily quota. Judged on the
+// simulator's log of calls against the lease key's history (the server's
+// stamps) and the waits the shop announced:
+//   - every call comes from the replica that holds the lease then (no
+//     call while another holds a working lease);
+//   - no replica calls inside a wait the shop announced to it, and none
+//     inside a wait the group's limits hold (from the moment they hold it,
+//     plus the news' travel: 200 ms);
+//   - the group works again after each fault (calls in the last second).
+//
+// Default: one seed (time-based, printed) for 8 s of faults. -chaos-long
+// runs -chaos-seeds seeds for 40 s (-chaos-for) each (make chaos-long). A failing seed prints the command that replays it.
+
+var (
+	chaosSeed  = flag.Uint64("chaos-seed", 0, "replay this seed (TestTakeoverChaos)")
+	chaosLong  = flag.Bool("chaos-long", false, "TestTakeoverChaos: many seeds, each for -chaos-for")
+	chaosSeeds = flag.Int("chaos-seeds", 20, "seeds run by -chaos-long")
+	chaosFor   = flag.Duration("chaos-for", 0, "faults per seed (0: 8 s, 40 s under -chaos-long)")
+)
+
+func TestTakeoverChaos(t *testing.T) {
+	seed, seeds, dur := uint64(time.Now().UnixNano()), 1, 8*time.Second
+	if *chaosLong {
+		seeds, dur = *chaosSeeds, 40*time.Second
+	}
+	if *chaosFor > 0 {
+		dur = *chaosFor
+	}
+	if *chaosSeed != 0 {
+		seed, seeds = *chaosSeed, 1
+	}
+	total := 0
+	for i := range seeds {
+		s := seed + uint64(i)
+		ok := t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
+			n := runChaos(t, s, dur)
+			total += n
+			if t.Failed() {
+				t.Logf("replay: go test -race -run 'TestTakeoverChaos' ./replica -args -chaos-seed=%d -chaos-for=%v", s, dur)
+			}
+		})
+		if !ok {
+			break
+		}
+	}
+	t.Logf("%d seeds from %d, %v of faults each: %d takeovers", seeds, seed, dur, total)
+}
+
+// chaosWorld is one run: the group, the shop and what was recorded.
+type chaosWorld struct {
+	t    *testing.T
+	g    *group
+	shop string
+	rng  *rand.Rand // the scheduler's (one goroutine)
+
+	mu      sync.Mutex
+	calls   []chaosCall
+	waits   []announced
+	tenures []tenure // the lease key's history
+	limits  []limitsRev
+	next429 *announced // armed: the next search is answered 429
+	faults  map[string]int
+}
+
+type chaosCall struct {
+	at       time.Time
+	instance string
+}
+
+// announced is a wait the shop announced to instance at at: no call
+// before at+d.
+type announced struct {
+	at       time.Time
+	instance string
+	d        time.Duration
+	daily    bool
+}
+
+type tenure struct {
+	from   time.Time
+	holder string
+}
+
+// limitsRev is a revision of the group's limits: the ends of its waits.
+type limitsRev struct {
+	at   time.Time
+	ends []time.Time
+}
+
+func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
+	natsFaults.Store(0)
+	w := &chaosWorld{t: t, g: newGroup(t), rng: rand.New(rand.NewPCG(seed, 0x0a3)), faults: map[string]int{}}
+	w.startShop()
+	go w.watch("_lease", w.g.key, func(e jetstream.KeyValueEntry) {
+		var v lease.Value
+		if e.Operation() == jetstream.KeyValuePut {
+			_ = json.Unmarshal(e.Value(), &v)
+		}
+		if n := len(w.tenures); n == 0 || w.tenures[n-1].holder != v.Instance {
+			w.tenures = append(w.tenures, tenure{e.Created(), v.Instance})
+		}
+	})
+	go w.watch("_checkpoint", w.g.key+".limits", func(e jetstream.KeyValueEntry) {
+		var v struct {
+			Records map[string]json.RawMessage `json:"records"`
+		}
+		var r struct {
+			Waits []plenty.Wait `json:"waits"`
+		}
+		_ = json.Unmarshal(e.Value(), &v)
+		_ = json.Unmarshal(v.Records[plenty.WaitsRecord], &r)
+		rev := limitsRev{at: e.Created()}
+		for _, wt := range r.Waits {
+			rev.ends = append(rev.ends, wt.Until)
+		}
+		w.limits = append(w.limits, rev)
+	})
+	names := []string{"r1", "r2", "r3"}
+	reps := map[string]*chaosMember{}
+	for i, n := range names {
+		reps[n] = w.start(n, seed+uint64(i)+1)
+	}
+	testnats.WaitFor(t, "an active replica", 20*time.Second, func() bool { return w.active(reps) != "" })
+	end := time.Now().Add(dur)
+	for time.Now().Before(end) {
+		time.Sleep(time.Duration(100+w.rng.IntN(500)) * time.Millisecond)
+		name := names[w.rng.IntN(len(names))]
+		if a := w.active(reps); a != "" && w.rng.IntN(2) == 0 {
+			name = a // the active more often: it is where takeovers come from
+		}
+		switch r := w.rng.IntN(100); {
+		case r < 20:
+			w.note("kill")
+			reps[name].kill(t)
+			time.Sleep(time.Duration(w.rng.IntN(3000)) * time.Millisecond)
+			reps[name] = w.start(name, w.rng.Uint64())
+		case r < 30:
+			w.note("stall")
+			reps[name].kv.stall(time.Duration(300+w.rng.IntN(2500)) * time.Millisecond)
+		case r < 45:
+			w.arm429(time.Duration(1+w.rng.IntN(3))*time.Second, false)
+		case r < 50:
+			w.arm429(time.Duration(2+w.rng.IntN(4))*time.Second, true)
+		}
+	}
+	for _, m := range reps {
+		m.kv.quiet()
+	}
+	w.mu.Lock()
+	w.next429 = nil
+	w.mu.Unlock()
+	// Nothing goes wrong now: the group works again.
+	settled := time.Now()
+	testnats.WaitFor(t, "calls after the faults ended", 30*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		n := len(w.calls)
+		return n > 0 && w.calls[n-1].at.After(settled.Add(time.Second))
+	})
+	for _, m := range reps {
+		m.kill(t)
+	}
+	time.Sleep(200 * time.Millisecond) // the watchers' last entries
+	return w.judge()
+}
+
+// note counts a fault of the scheduler's.
+func (w *chaosWorld) note(kind string) {
+	w.mu.Lock()
+	w.faults[kind]++
+	w.mu.Unlock()
+}
+
+// arm429 makes the shop answer the next search 429: a Retry-After of d,
+// or a spent daily quota resetting in d.
+func (w *chaosWorld) arm429(d time.Duration, daily bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.next429 = &announced{d: d, daily: daily}
+	if daily {
+		w.faults["daily quota"]++
+	} else {
+		w.faults["429"]++
+	}
+}
+
+// startShop is the simulator behind a recorder that answers 429 when armed.
+func (w *chaosWorld) startShop() {
+	sim := plentysim.New(plentysim.Config{Seed: 1})
+	sim.Generate(5, time.Now().Add(-time.Hour), time.Now().Add(-time.Minute))
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		inst := r.Header.Get("X-Replica")
+		w.mu.Lock()
+		w.calls = append(w.calls, chaosCall{now, inst})
+		a := w.next429
+		if a != nil && strings.Contains(r.URL.Path, "/orders") {
+			w.next429 = nil
+			a.at, a.instance = now, inst
+			w.waits = append(w.waits, *a)
+		} else {
+			a = nil
+		}
+		w.mu.Unlock()
+		if a == nil {
+			sim.ServeHTTP(rw, r)
+			return
+		}
+		secs := strconv.Itoa(int(a.d / time.Second))
+		if a.daily {
+			rw.Header().Set(plenty.PrefixLong+"-Limit", "1000")
+			rw.Header().Set(plenty.PrefixLong+"-Calls-Left", "0")
+			rw.Header().Set(plenty.PrefixLong+"-Decay", secs)
+		} else {
+			rw.Header().Set("Retry-After", secs)
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(http.StatusTooManyRequests)
+		_, _ = rw.Write([]byte(`{"error":{"message":"Too Many Requests","code":429}}`))
+	}))
+	w.t.Cleanup(srv.Close)
+	w.shop = srv.URL
+}
+
+// watch records every revision of key in the bucket <bucket prefix>+suffix.
+func (w *chaosWorld) watch(suffix, key string, note func(jetstream.KeyValueEntry)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.t.Cleanup(cancel)
+	var kv jetstream.KeyValue
+	for ctx.Err() == nil {
+		var err error
+		if kv, err = w.g.js.KeyValue(ctx, w.g.bucket+suffix); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if kv == nil {
+		return
+	}
+	wt, err := kv.Watch(ctx, key, jetstream.IncludeHistory())
+	if err != nil {
+		return
+	}
+	for e := range wt.Updates() {
+		if e != nil {
+			w.mu.Lock()
+			note(e)
+			w.mu.Unlock()
+		}
+	}
+}
+
+// active is the replica working as the active one ("" none).
+func (w *chaosWorld) active(reps map[string]*chaosMember) string {
+	for n, m := range reps {
+		if m.rep.Working() && m.rep.Gate() == nil {
+			return n
+		}
+	}
+	return ""
+}
+
+// news is how long a wait the group's limits hold takes to bind every
+// replica (the active's watch of the key, a call already under way).
+const news = 200 * time.Millisecond
+
+// judge checks the record; it returns the takeovers seen.
+func (w *chaosWorld) judge() (takeovers int) {
+	t := w.t
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	holderAt := func(at time.Time) string {
+		h := ""
+		for _, tn := range w.tenures {
+			if tn.from.After(at) {
+				break
+			}
+			h = tn.holder
+		}
+		return h
+	}
+	bad := 0
+	for _, c := range w.calls {
+		if h := holderAt(c.at); h != c.instance {
+			if bad++; bad <= 5 {
+				t.Errorf("%s called at %s while the lease was %q's", c.instance, c.at.Format("15:04:05.000"), h)
+			}
+		}
+	}
+	for _, a := range w.waits {
+		until := a.at.Add(a.d)
+		// From when the group's limits held it (a wait written late, or
+		// never, binds the others from then, or not at all).
+		inGroup := time.Time{}
+		for _, rev := range w.limits {
+			if rev.at.Before(a.at) {
+				continue
+			}
+			for _, e := range rev.ends {
+				if !e.Before(until.Add(-100 * time.Millisecond)) {
+					inGroup = rev.at
+				}
+			}
+			if !inGroup.IsZero() {
+				break
+			}
+		}
+		for _, c := range w.calls {
+			inside := c.at.After(a.at) && c.at.Before(until)
+			own := c.instance == a.instance
+			if inside && (own || (!inGroup.IsZero() && c.at.After(inGroup.Add(news)))) {
+				if bad++; bad <= 10 {
+					t.Errorf("%s called at %s inside the wait the shop announced to %s at %s for %v (in the group's limits since %s)",
+						c.instance, c.at.Format("15:04:05.000"), a.instance, a.at.Format("15:04:05.000"), a.d, inGroup.Format("15:04:05.000"))
+				}
+			}
+		}
+	}
+	for i := 1; i < len(w.tenures); i++ {
+		if h := w.tenures[i].holder; h != "" && h != w.lastHolderBefore(i) {
+			takeovers++
+		}
+	}
+	by := map[string]int{}
+	for _, c := range w.calls {
+		by[c.instance]++
+	}
+	t.Logf("calls by replica %v", by)
+	t.Logf("%d calls, %d waits announced, %d takeovers, faults %v, NATS faults %d", len(w.calls), len(w.waits), takeovers, w.faults, natsFaults.Load())
+	return takeovers
+}
+
+// lastHolderBefore is the last named holder before the tenure i.
+func (w *chaosWorld) lastHolderBefore(i int) string {
+	for j := i - 1; j >= 0; j-- {
+		if w.tenures[j].holder != "" {
+			return w.tenures[j].holder
+		}
+	}
+	return ""
+}
+
+// chaosMember is one replica process.
+type chaosMember struct {
+	rep    *replica.Replica
+	kv     *chaosKVs
+	nc     *nats.Conn
+	st     *state.Store
+	cancel context.CancelFunc
+	done   chan struct{}
+	logs   *e2e.LockedBuffer
+}
+
+func (w *chaosWorld) start(name string, seed uint64) *chaosMember {
+	t := w.t
+	nc, err := nats.Connect(w.g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(filepath.Join(chaosDir(t), name+".db"), state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	b, err := replica.BindBuckets(context.Background(), js, w.g.bucket, ttl, 1, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs := &chaosKVs{rng: rand.New(rand.NewPCG(seed, 7))}
+	b.Lease, b.Checkpoints = kvs.wrap(b.Lease), kvs.wrap(b.Checkpoints)
+	limits, merges := wiring.LimitRecords()
+	m := &chaosMember{kv: kvs, nc: nc, st: st, done: make(chan struct{}), logs: &e2e.LockedBuffer{}}
+	m.rep = replica.New(replica.Config{
+		NC: nc, Store: st, FileLock: st.LockID(), Stream: stream, SubjectPrefix: "orders", Buckets: b,
+		Key: w.g.key, Instance: name, Host: "h", Limits: limits, Merges: merges,
+		Logger: slog.New(slog.NewTextHandler(m.logs, nil)),
+		Tuning: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second},
+	})
+	p := &chaosPipeline{st: st}
+	p.pipeline = &pipeline{store: st, onStart: func(ctx context.Context, st *state.Store) { w.calling(ctx, name, m.rep, p) }}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go func() { defer close(m.done); m.rep.Run(ctx, p) }()
+	return m
+}
+
+// chaosDir is the state files' directory of the test.
+func chaosDir(t *testing.T) string {
+	dirs.Lock()
+	defer dirs.Unlock()
+	if d, ok := dirs.m[t.Name()]; ok {
+		return d
+	}
+	d := t.TempDir()
+	dirs.m[t.Name()] = d
+	return d
+}
+
+var dirs = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
+
+// calling is the active's loop: a client built from the state file (as
+// the pipeline builds it at a takeover) that searches every few
+// milliseconds until its tenure ends.
+func (w *chaosWorld) calling(ctx context.Context, name string, rep *replica.Replica, p *chaosPipeline) {
+	st := p.st
+	recs := rep.Records(st)
+	hc := &http.Client{Transport: tagged{name, http.DefaultTransport}}
+	c, err := plenty.New(plenty.Config{BaseURL: w.shop, Username: "demo", Password: "demo", HTTPClient: hc, Timeout: 5 * time.Second,
+		Tokens: st, Sessions: recs, Waits: recs, Gate: rep.Gate})
+	if err != nil {
+		w.t.Error(err)
+		return
+	}
+	p.client.Store(c)
+	for ctx.Err() == nil {
+		_, _ = c.SearchOrders(ctx, order.Query{ItemsPerPage: 1})
+		select {
+		case <-ctx.Done():
+		case <-time.After(30 * time.Millisecond):
+		}
+	}
+}
+
+// chaosPipeline is the test's pipeline with its running client: it
+// applies the group's waits another replica adds (replica.LimitsApplier).
+type chaosPipeline struct {
+	*pipeline
+	st     *state.Store
+	client atomic.Pointer[plenty.Client]
+}
+
+func (p *chaosPipeline) GroupLimits() {
+	if c := p.client.Load(); c != nil {
+		waits, _, _ := plenty.LoadWaits(p.st)
+		c.Pacer().Restore(waits...)
+	}
+}
+
+// tagged names the replica in every request.
+type tagged struct {
+	name string
+	next http.RoundTripper
+}
+
+func (t tagged) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Replica", t.name)
+	return t.next.RoundTrip(r)
+}
+
+// kill ends the member as a crash would (no release, its connection
+// gone); a member that does not stop fails the test.
+func (m *chaosMember) kill(t *testing.T) {
+	m.nc.Close()
+	m.cancel()
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a killed replica's Run did not return in 30 s:\n%s", m.logs.String())
+	}
+	_ = m.st.Close()
+}
+
+var natsFaults atomic.Int64
+
+// chaosKVs makes a replica's NATS key-value operations fail (before they
+// reach the server), lose their answer (done, an error to the caller) or
+// answer late, at random; stall holds every operation for a while.
+type chaosKVs struct {
+	mu    sync.Mutex
+	rng   *rand.Rand
+	off   atomic.Bool
+	until atomic.Int64 // unix nanos: operations wait until then
+}
+
+func (c *chaosKVs) wrap(kv jetstream.KeyValue) jetstream.KeyValue {
+	return &chaosKV{KeyValue: kv, c: c}
+}
+
+func (c *chaosKVs) stall(d time.Duration) { c.until.Store(time.Now().Add(d).UnixNano()) }
+
+func (c *chaosKVs) quiet() { c.off.Store(true); c.until.Store(0) }
+
+// fault draws the fate of one operation: 0 none, 1 fails before, 2 the
+// answer is lost, 3 the answer comes late.
+func (c *chaosKVs) fault(write bool) (int, time.Duration) {
+	if c.off.Load() {
+		return 0, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.rng.IntN(100)
+	switch {
+	case r < 3:
+		return 1, 0
+	case r < 6 && write:
+		return 2, 0
+	case r < 12:
+		return 3, time.Duration(20+c.rng.IntN(300)) * time.Millisecond
+	}
+	return 0, 0
+}
+
+type chaosKV struct {
+	jetstream.KeyValue
+	c *chaosKVs
+}
+
+// do runs op with the fault drawn for it.
+func do[T any](ctx context.Context, c *chaosKVs, write bool, op func() (T, error)) (T, error) {
+	var zero T
+	if until := time.Unix(0, c.until.Load()); time.Now().Before(until) {
+		select {
+		case <-ctx.Done():
+			return zero, ctx.Err()
+		case <-time.After(time.Until(until)):
+		}
+	}
+	kind, late := c.fault(write)
+	if kind == 1 {
+		natsFaults.Add(1)
+		return zero, errChaos
+	}
+	v, err := op()
+	switch kind {
+	case 2:
+		natsFaults.Add(1)
+		return zero, errChaos
+	case 3:
+		natsFaults.Add(1)
+		time.Sleep(late)
+	}
+	return v, err
+}
+
+var errChaos = fmt.Errorf("nats: timeout (chaos)")
+
+func (k *chaosKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	return do(ctx, k.c, false, func() (jetstream.KeyValueEntry, error) { return k.KeyValue.Get(ctx, key) })
+}
+
+func (k *chaosKV) Create(ctx context.Context, key string, v []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	return do(ctx, k.c, true, func() (uint64, error) { return k.KeyValue.Create(ctx, key, v, opts...) })
+}
+
+func (k *chaosKV) Update(ctx context.Context, key string, v []byte, rev uint64) (uint64, error) {
+	return do(ctx, k.c, true, func() (uint64, error) { return k.KeyValue.Update(ctx, key, v, rev) })
+}
+
+func (k *chaosKV) Put(ctx context.Context, key string, v []byte) (uint64, error) {
+	return do(ctx, k.c, true, func() (uint64, error) { return k.KeyValue.Put(ctx, key, v) })
+}
+
+func (k *chaosKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	_, err := do(ctx, k.c, true, func() (struct{}, error) { return struct{}{}, k.KeyValue.Delete(ctx, key, opts...) })
+	return err
+}
