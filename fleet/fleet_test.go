@@ -123,11 +123,18 @@ type member struct {
 
 func (w *world) start(name string) *member {
 	w.t.Helper()
+	return w.startWith(name, map[string]string{"SHOP_PW": "demo"})
+}
+
+// startWith starts a member whose environment (the shops' passwordEnv)
+// is env.
+func (w *world) startWith(name string, env map[string]string) *member {
+	w.t.Helper()
 	nc := connect(w.t, w.natsURL)
 	reg := prometheus.NewRegistry()
 	f, err := New(Config{
 		NC: nc, Instance: name, Host: "test", Base: base(w.natsURL), StateDir: filepath.Join(w.t.TempDir(), name),
-		Getenv: func(k string) string { return map[string]string{"SHOP_PW": "demo"}[k] },
+		Getenv: func(k string) string { return env[k] },
 		Logger: testLogger(name), Registerer: reg, Gatherer: reg, Version: "test",
 	})
 	if err != nil {
@@ -480,7 +487,9 @@ func TestFleetRegistryLive(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		_, err = kv.Get(context.Background(), lease.Key(w.simURL+plentysim.TenantPath(removed), "ORDERS"))
+		// The shop's own key (its registry id): the URL's key was never
+		// written, so this check could not fail.
+		_, err = kv.Get(context.Background(), lease.Key(removed, "ORDERS"))
 		return err != nil
 	})
 	since := time.Now()
