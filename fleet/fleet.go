@@ -174,6 +174,23 @@ func (f *Fleet) Check(s shops.Shop) error {
 	return cfg.Validate()
 }
 
+// RegistryOptions are the registry's rules in this fleet (for
+// shops.NewWatcher): every entry checked by the pipeline configuration
+// built from it (Check), and no two entries whose subjects overlap, the
+// fleet's stream capturing <WATCHER_SUBJECT_PREFIX>.>.
+func (f *Fleet) RegistryOptions(log *slog.Logger) shops.Options {
+	b := f.cfg.Base
+	return shops.Options{
+		Check: f.Check, Getenv: f.cfg.Getenv, Logger: log,
+		Subjects: func(s shops.Shop) shops.Subjects {
+			c := b
+			shopNames(&c, s)
+			return shops.Subjects{Stream: c.Stream, Prefix: c.SubjectPrefix, Default: c.SubjectPrefix == b.SubjectPrefix+"."+s.ID}
+		},
+		Streams: map[string]string{b.Stream: b.SubjectPrefix},
+	}
+}
+
 // shopConfig is the pipeline configuration of a shop: the base with the
 // entry's fields, its own state file, the lease on with this member's
 // instance. A shop without its own subject prefix publishes under

@@ -142,7 +142,7 @@ func (w *world) startWith(name string, env map[string]string) *member {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{name: name, f: f, nc: nc, cancel: cancel, done: make(chan struct{})}
-	watcher := shops.NewWatcher(w.registry, shops.Options{Check: f.Check, Getenv: f.cfg.Getenv})
+	watcher := shops.NewWatcher(w.registry, f.RegistryOptions(nil))
 	var wg sync.WaitGroup
 	wg.Go(func() { watcher.Run(ctx, f.Apply) })
 	wg.Go(func() { _ = f.Run(ctx) })

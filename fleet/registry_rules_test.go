@@ -10,22 +10,24 @@ import (
 // TestRegistryRefusesOverlappingSubjects: two entries whose subjects
 // overlap (one prefix equal to, or under, another's; the default prefix
 // <WATCHER_SUBJECT_PREFIX>.<id> counts) would mix shops on one subject: a
-// consumer of orders.paris.> would receive berlin's orders. Both entries
-// are refused, each naming the other; an entry beside them is not
-// affected.
+// consumer of orders.paris.> would receive berlin's orders. The entry
+// with a prefix of its own is refused naming the other (both when both
+// name their own: defaults never overlap one another); an entry beside
+// them is not affected.
 func TestRegistryRefusesOverlappingSubjects(t *testing.T) {
 	entry := func(id, fields string) string {
 		return `{"id":"` + id + `","url":"https://` + id + `.example","username":"api","passwordEnv":"PW"` + fields + `}`
 	}
 	tests := []struct {
 		name     string
-		a, b     string // the overlapping entries
+		a, b     string // the overlapping entries: b is refused naming a
 		aID, bID string
+		both     bool // a (with a prefix of its own too) is refused naming b
 	}{
-		{"a prefix above the others' defaults", entry("berlin", ""), entry("paris", `,"subjectPrefix":"orders"`), "berlin", "paris"},
-		{"a prefix under another's default", entry("berlin", ""), entry("paris", `,"subjectPrefix":"orders.berlin.paris"`), "berlin", "paris"},
-		{"two equal prefixes", entry("berlin", `,"subjectPrefix":"eu.shop"`), entry("paris", `,"subjectPrefix":"eu.shop"`), "berlin", "paris"},
-		{"a prefix under another's on another stream", entry("berlin", `,"subjectPrefix":"eu","stream":"EU"`), entry("paris", `,"subjectPrefix":"eu.paris","stream":"EU2"`), "berlin", "paris"},
+		{"a prefix above the others' defaults", entry("berlin", ""), entry("paris", `,"subjectPrefix":"orders"`), "berlin", "paris", false},
+		{"a prefix under another's default", entry("berlin", ""), entry("paris", `,"subjectPrefix":"orders.berlin.paris"`), "berlin", "paris", false},
+		{"two equal prefixes", entry("berlin", `,"subjectPrefix":"eu.shop"`), entry("paris", `,"subjectPrefix":"eu.shop"`), "berlin", "paris", true},
+		{"a prefix under another's on another stream", entry("berlin", `,"subjectPrefix":"eu","stream":"EU"`), entry("paris", `,"subjectPrefix":"eu.paris","stream":"EU2"`), "berlin", "paris", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,13 +42,19 @@ func TestRegistryRefusesOverlappingSubjects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ids := reg.IDs(); len(ids) != 1 || ids[0] != "rome" {
-				t.Errorf("valid shops %v, want rome only", ids)
+			want := [][2]string{{tt.bID, tt.aID}}
+			valid := "berlin,rome"
+			if tt.both {
+				want = [][2]string{{tt.aID, tt.bID}, {tt.bID, tt.aID}}
+				valid = "rome"
 			}
-			if len(reg.Invalid) != 2 {
-				t.Fatalf("invalid entries %q, want the two overlapping ones", reg.Invalid)
+			if ids := strings.Join(reg.IDs(), ","); ids != valid {
+				t.Errorf("valid shops %v, want %s", ids, valid)
 			}
-			for i, pair := range [][2]string{{tt.aID, tt.bID}, {tt.bID, tt.aID}} {
+			if len(reg.Invalid) != len(want) {
+				t.Fatalf("invalid entries %q, want %d", reg.Invalid, len(want))
+			}
+			for i, pair := range want {
 				msg := reg.Invalid[i].Error()
 				if !strings.Contains(msg, `(id "`+pair[0]+`")`) || !strings.Contains(msg, `"`+pair[1]+`"`) || !strings.Contains(msg, "overlap") {
 					t.Errorf("invalid[%d] = %q, want shop %s refused naming %s", i, msg, pair[0], pair[1])

@@ -92,7 +92,7 @@ func Serve(ctx context.Context, base *pipeline.Config, opt ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	reg := shops.NewWatcher(base.ShopsFile, shops.Options{Check: f.Check, Getenv: opt.Getenv, Logger: log})
+	reg := shops.NewWatcher(base.ShopsFile, f.RegistryOptions(log))
 	first := reg.Load()
 	if first.FileErr != nil {
 		return pipeline.ConfigErrorf("%s_SHOPS_FILE: %v", pipeline.EnvPrefix, first.FileErr)

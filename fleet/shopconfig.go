@@ -42,7 +42,7 @@ func ReadRegistry(base *pipeline.Config, getenv func(string) string) (*Registry,
 		instance, _ = os.Hostname()
 	}
 	f := &Fleet{cfg: Config{Base: *base, StateDir: base.StateDir, Instance: instance, Getenv: getenv}}
-	up := shops.NewWatcher(base.ShopsFile, shops.Options{Check: f.Check, Getenv: getenv}).Load()
+	up := shops.NewWatcher(base.ShopsFile, f.RegistryOptions(nil)).Load()
 	if up.FileErr != nil {
 		return nil, pipeline.ConfigErrorf("%s_SHOPS_FILE: %v", pipeline.EnvPrefix, up.FileErr)
 	}
