@@ -119,6 +119,7 @@ type member struct {
 	nc     *nats.Conn
 	cancel context.CancelFunc
 	done   chan struct{}
+	err    error // what Run returned (once done is closed)
 }
 
 func (w *world) start(name string) *member {
@@ -145,7 +146,7 @@ func (w *world) startWith(name string, env map[string]string) *member {
 	watcher := shops.NewWatcher(w.registry, f.RegistryOptions(nil))
 	var wg sync.WaitGroup
 	wg.Go(func() { watcher.Run(ctx, f.Apply) })
-	wg.Go(func() { _ = f.Run(ctx) })
+	wg.Go(func() { m.err = f.Run(ctx); cancel() }) // a refused member ends its registry's watcher too
 	go func() { wg.Wait(); nc.Close(); close(m.done) }()
 	w.t.Cleanup(func() { m.cancel(); <-m.done })
 	return m

@@ -21,8 +21,8 @@ func TestViewSeesAHolderUnderTheLegacyKey(t *testing.T) {
 		registry: map[string]shops.Shop{s.ID: s},
 		runs:     map[string]*run{}, stopping: map[*run]struct{}{}, members: map[string]Member{},
 		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{},
-		holders: map[string]lease.Value{
-			lease.Key(s.URL, "ORDERS"): {Instance: "m2", Expires: now.Add(9 * time.Second)},
+		holders: map[string]holder{
+			lease.Key(s.URL, "ORDERS"): {Value: lease.Value{Instance: "m2"}, seen: now},
 		},
 	}
 	if kc := f.baseKeyConfig(s); kc.GroupKey() == kc.LegacyGroupKey() {
@@ -48,8 +48,8 @@ func TestTwoEntriesOnOneURLAreTwoShops(t *testing.T) {
 		registry: map[string]shops.Shop{first.ID: first, second.ID: second},
 		runs:     map[string]*run{}, stopping: map[*run]struct{}{}, members: map[string]Member{},
 		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{},
-		holders: map[string]lease.Value{
-			lease.Key(first.ID, "ORDERS"): {Instance: "m2", Expires: now.Add(9 * time.Second)},
+		holders: map[string]holder{
+			lease.Key(first.ID, "ORDERS"): {Value: lease.Value{Instance: "m2"}, seen: now},
 		},
 	}
 	if f.baseKeyConfig(second).LegacyGroupKey() != f.baseKeyConfig(first).GroupKey() {
