@@ -293,7 +293,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	wctx, stopWatch := context.WithCancel(ctx)
 	hctx, stopHeartbeat := context.WithCancel(ctx)
 	beating := make(chan struct{})
-	go func() { defer close(beating); f.heartbeat(hctx, members) }()
+	go func() { defer close(beating); f.heartbeat(hctx, js, members) }()
 	var watchers sync.WaitGroup
 	watchers.Go(func() { followKV(wctx, members, &f.mu, &f.members, decodeMember, sameMember, f.membersChanged) })
 	watchers.Go(func() { followKV(wctx, buckets.Lease, &f.mu, &f.holders, decodeHolder, sameHolder, f.leaseChanged) })
@@ -396,8 +396,10 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, b pipeline.Config
 	return nil
 }
 
-// heartbeat announces this member every third of the members' TTL.
-func (f *Fleet) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
+// heartbeat announces this member every third of the members' TTL. A
+// members bucket found gone (deleted) is created again: the handle and
+// the watches on it work on the new one.
+func (f *Fleet) heartbeat(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) {
 	key := memberKey(f.cfg.Instance)
 	t := time.NewTicker(f.cfg.MemberTTL / 3)
 	defer t.Stop()
@@ -416,6 +418,10 @@ func (f *Fleet) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
 		rev, err := kv.Put(pctx, key, b)
 		if err != nil && ctx.Err() == nil {
 			f.log.Warn("fleet: announcing this member failed", "err", err)
+			if _, gone := js.KeyValue(pctx, kv.Bucket()); errors.Is(gone, jetstream.ErrBucketNotFound) {
+				_, err := membersBucket(pctx, js, kv.Bucket(), f.cfg.MemberTTL, f.membersReplicas())
+				f.log.Warn("fleet: the members bucket was gone; created again", "bucket", kv.Bucket(), "err", err)
+			}
 		}
 		cancel()
 		if err == nil {
@@ -431,6 +437,16 @@ func (f *Fleet) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
 		case <-t.C:
 		}
 	}
+}
+
+// membersReplicas are the members bucket's replicas: the lease bucket's.
+func (f *Fleet) membersReplicas() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.buckets != nil {
+		return max(f.buckets.Replicas, 1)
+	}
+	return 1
 }
 
 // startingLocked are the shops this member started less than the orphan

@@ -76,8 +76,11 @@ func newWorldWith(t *testing.T, n int, users func(registry string) []*server.Use
 		t.Fatal(err)
 	}
 	if users == nil {
-		w.ns = testnats.Start(t)
-		w.natsURL = w.ns.ClientURL()
+		// ORDERWATCH_NATS_SERVER (make nats-compat) runs the fleet against
+		// that release of the server; w.ns is then nil.
+		srv := testnats.StartAny(t)
+		w.ns, _ = srv.(*server.Server)
+		w.natsURL = srv.ClientURL()
 	} else {
 		us := append(users(w.registry), &server.User{Username: "admin", Password: "admin"})
 		w.ns = testnats.StartWith(t, func(o *server.Options) { o.Users = us })
