@@ -125,6 +125,13 @@ func (f *Fleet) Report() Report {
 	for _, s := range rep.Shops {
 		rep.Counts[s.State]++
 	}
+	f.judge(&rep, len(asks), unready)
+	return rep
+}
+
+// judge sets the member's readiness in rep from the shops it runs
+// (starting: its pipelines; unready: those not ready by their own fault).
+func (f *Fleet) judge(rep *Report, starting int, unready []string) {
 	switch {
 	case !rep.Bound:
 		rep.Why = "the fleet's buckets cannot be used yet"
@@ -132,8 +139,8 @@ func (f *Fleet) Report() Report {
 		rep.Why = rep.Clash
 	case rep.FileErr != "" && len(rep.Shops) == 0:
 		rep.Why = rep.FileErr
-	case rep.Counts[StateFree] > 0 && len(asks) < rep.Share:
-		rep.Why = fmt.Sprintf("%d shops free and this member below its fair share (%d of %d): taking them", rep.Counts[StateFree], len(asks), rep.Share)
+	case rep.Counts[StateFree] > 0 && starting < rep.Share:
+		rep.Why = fmt.Sprintf("%d shops free and this member below its fair share (%d of %d): taking them", rep.Counts[StateFree], starting, rep.Share)
 	case len(unready) > 0:
 		slices.Sort(unready)
 		rep.Why = fmt.Sprintf("%d of this member's shops not ready: %s", len(unready), strings.Join(unready, "; "))
@@ -145,7 +152,6 @@ func (f *Fleet) Report() Report {
 			rep.Why += fmt.Sprintf("; %d waiting for the service (their own readiness: /shops/<id>/readyz)", len(rep.Waiting))
 		}
 	}
-	return rep
 }
 
 // registryDiffersLocked says, for each live member whose registry differs
