@@ -41,7 +41,8 @@ type Member struct {
 
 // membersBucket binds the members bucket, creating it with ttl (every
 // announcement expires ttl after it was written; the server then places
-// a delete marker the other members see).
+// a delete marker the other members see, from NATS 2.11 on; before, the
+// bucket has no markers and a member's announcements stop arriving).
 func membersBucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err == nil {
@@ -50,10 +51,17 @@ func membersBucket(ctx context.Context, js jetstream.JetStream, name string, ttl
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("members bucket %s: %w", name, err)
 	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket: name, Description: "orderwatch fleet: the live members (one key each, expiring unless renewed)",
 		History: 1, TTL: ttl, LimitMarkerTTL: ttl, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
-	})
+	}
+	kv, err = js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		// A server before 2.11: no expiry markers; the members judge an
+		// announcement by when it arrived (liveMembersLocked).
+		cfg.LimitMarkerTTL = 0
+		kv, err = js.CreateKeyValue(ctx, cfg)
+	}
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		return js.KeyValue(ctx, name)
 	}
