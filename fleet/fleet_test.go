@@ -50,7 +50,13 @@ func newWorld(t *testing.T, n int) *world { t.Helper(); return newWorldWith(t, n
 // "admin", no restriction): natsURL then carries admin's credentials.
 func newWorldWith(t *testing.T, n int, users func(registry string) []*server.User) *world {
 	t.Helper()
-	w := &world{t: t, sim: plentysim.NewMulti(n, plentysim.Config{})}
+	return newWorldSim(t, n, plentysim.Config{}, users)
+}
+
+// newWorldSim is newWorldWith with the simulator's configuration.
+func newWorldSim(t *testing.T, n int, cfg plentysim.Config, users func(registry string) []*server.User) *world {
+	t.Helper()
+	w := &world{t: t, sim: plentysim.NewMulti(n, cfg)}
 	// Orders of their own in every shop, with ids no other shop uses (see
 	// mutate).
 	at := time.Now().Add(-time.Hour)

@@ -120,7 +120,12 @@ type simMember struct {
 const simOrders = 200
 
 func newSim(t *testing.T, seed uint64, shopsN int) *sim {
-	w := newWorld(t, shopsN)
+	// Every member that takes a shop without its session logs in: a shop
+	// moved more often than the service's 3 concurrent sessions within a
+	// token's life (24 h) is refused logins (docs/fleet.md, known limits).
+	// The simulation moves shops far more often than that: the simulator
+	// allows many sessions.
+	w := newWorldSim(t, shopsN, plentysim.Config{MaxSessions: 10000}, nil)
 	s := &sim{
 		t: t, w: w, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), ids: w.sim.IDs(),
 		present: map[string]bool{}, share: map[string]float64{}, members: map[string]*simMember{},
@@ -524,7 +529,23 @@ func (s *sim) activeOnce() (bool, string) {
 			seen[sr.ID] = m.name
 		}
 	}
-	return len(seen) == len(s.ids), fmt.Sprintf("%d of %d shops active", len(seen), len(s.ids))
+	if len(seen) == len(s.ids) {
+		return true, ""
+	}
+	var why []string
+	for _, id := range s.ids {
+		if seen[id] != "" {
+			continue
+		}
+		for _, m := range s.live() {
+			for _, sr := range m.f.Report().Shops {
+				if sr.ID == id {
+					why = append(why, fmt.Sprintf("%s on %s: %s (holder %q) %s", id, m.name, sr.State, sr.Holder, sr.Reason))
+				}
+			}
+		}
+	}
+	return false, fmt.Sprintf("%d of %d shops active: %s", len(seen), len(s.ids), strings.Join(why, "; "))
 }
 
 // check: no overlapping calls, no call by a member not holding the
