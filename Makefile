@@ -100,7 +100,7 @@ fleet-sim-long:
 fleet-cluster:
 	FLEET_CLUSTER=1 $(GO) test -race -run TestFleetOnNATSCluster -v -timeout 10m ./fleet
 
-# The lease and mirror tests against each NATS server release still in use
+# The lease, mirror, replica and fleet tests against each NATS server release still in use
 # (2.10 onward: 2.10 has no per-key TTL markers), each installed into
 # NATSBIN/<version> and started as a binary (ORDERWATCH_NATS_SERVER) on a
 # free port with -js and a temporary store. A plain `go test` uses the
@@ -112,5 +112,5 @@ nats-compat:
 		d="$(NATSBIN)/$$v"; \
 		GOBIN="$$d" $(GO) install github.com/nats-io/nats-server/v2@$$v || exit 1; \
 		echo "== nats-server $$v ($$("$$d/nats-server" --version))"; \
-		ORDERWATCH_NATS_SERVER="$$d/nats-server" $(GO) test -race -count=1 ./lease/ ./mirror/ ./replica/ || exit 1; \
+		ORDERWATCH_NATS_SERVER="$$d/nats-server" $(GO) test -race -count=1 ./lease/ ./mirror/ ./replica/ ./fleet/ || exit 1; \
 	done

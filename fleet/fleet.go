@@ -421,6 +421,9 @@ func (f *Fleet) heartbeat(ctx context.Context, js jetstream.JetStream, kv jetstr
 			if _, gone := js.KeyValue(pctx, kv.Bucket()); errors.Is(gone, jetstream.ErrBucketNotFound) {
 				_, err := membersBucket(pctx, js, kv.Bucket(), f.cfg.MemberTTL, f.membersReplicas())
 				f.log.Warn("fleet: the members bucket was gone; created again", "bucket", kv.Bucket(), "err", err)
+				f.mu.Lock()
+				f.firstRev = 0 // revisions start again at 1 (noteClashLocked)
+				f.mu.Unlock()
 			}
 		}
 		cancel()
