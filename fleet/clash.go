@@ -16,7 +16,8 @@ import (
 // it and goes on.
 type clash struct {
 	text  string
-	later bool // this process is the later one
+	later bool      // this process is the later one
+	at    time.Time // the other's last announcement seen
 }
 
 // noteClashLocked looks at an announcement under this member's key: one
@@ -37,7 +38,7 @@ func (f *Fleet) noteClashLocked(m Member) {
 		}
 		f.m.clashes.Inc()
 	}
-	f.clash = &clash{text: text, later: later}
+	f.clash = &clash{text: text, later: later, at: time.Now()}
 	f.poke()
 }
 
@@ -50,4 +51,13 @@ func (f *Fleet) refused() error {
 		return nil
 	}
 	return pipeline.ConfigErrorf("%s", f.clash.text)
+}
+
+// clashLocked is the clash in force: for the earlier process, one whose
+// other process has not announced for three TTLs (it stopped) is over.
+func (f *Fleet) clashLocked(now time.Time) *clash {
+	if c := f.clash; c != nil && !c.later && now.Sub(c.at) > 3*f.cfg.MemberTTL {
+		f.clash = nil
+	}
+	return f.clash
 }

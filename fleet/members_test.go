@@ -80,6 +80,9 @@ func TestMembersUnderOneNameRefused(t *testing.T) {
 				t.Errorf("the earlier member's report: clash %q", c)
 			}
 			waitStable(t, []*member{first}, 2, 30*time.Second)
+			// The other gone, the earlier one's report forgets the clash
+			// (the counter keeps it).
+			testnats.WaitForEvery(t, "the clash over", 30*time.Second, 200*time.Millisecond, func() bool { return first.f.Report().Clash == "" })
 		})
 	}
 }

@@ -75,8 +75,8 @@ func (f *Fleet) Report() Report {
 		rep.FileErr = f.fileErr.Error()
 	}
 	rep.Differs = f.registryDiffersLocked(now)
-	if f.clash != nil {
-		rep.Clash = f.clash.text
+	if c := f.clashLocked(now); c != nil {
+		rep.Clash = c.text
 	}
 	type pending struct {
 		i       int

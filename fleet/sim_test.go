@@ -28,6 +28,8 @@ var (
 	simLong  = flag.Bool("fleet-sim-long", false, "TestFleetRandomized: several seeds, minutes each (make fleet-sim-long)")
 	simSeed  = flag.Uint64("fleet-sim-seed", 0, "TestFleetRandomized: replay this seed (0: a new one)")
 	simMoves = flag.Int("fleet-sim-moves", 0, "TestFleetRandomized: moves per seed (0: the mode's)")
+	// Off by default: see docs/fleet.md ("Proof") for what it found.
+	simBuckets = flag.Bool("fleet-sim-buckets", false, "TestFleetRandomized: also delete the lease and checkpoint buckets")
 )
 
 // heldWithin is the promise the simulation checks: a shop that some live,
@@ -230,14 +232,21 @@ func (s *sim) move() {
 	case r < 80:
 		s.editRegistry()
 	case r < 85:
-		s.note("delete the members bucket")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := s.w.js.DeleteKeyValue(ctx, "orderwatch_fleet"); err != nil {
-			s.note("  (%v)", err)
-		}
-		cancel()
+		s.deleteBucket("orderwatch_fleet")
+	case r < 88 && *simBuckets:
+		s.deleteBucket([]string{"orderwatch_lease", "orderwatch_checkpoint"}[s.rng.IntN(2)])
 	default:
 		s.note("nothing")
+	}
+}
+
+// deleteBucket deletes a KV bucket of the fleet.
+func (s *sim) deleteBucket(name string) {
+	s.note("delete the bucket %s", name)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.w.js.DeleteKeyValue(ctx, name); err != nil {
+		s.note("  (%v)", err)
 	}
 }
 
