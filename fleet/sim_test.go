@@ -25,11 +25,10 @@ import (
 )
 
 var (
-	simLong  = flag.Bool("fleet-sim-long", false, "TestFleetRandomized: several seeds, minutes each (make fleet-sim-long)")
-	simSeed  = flag.Uint64("fleet-sim-seed", 0, "TestFleetRandomized: replay this seed (0: a new one)")
-	simMoves = flag.Int("fleet-sim-moves", 0, "TestFleetRandomized: moves per seed (0: the mode's)")
-	// Off by default: see docs/fleet.md ("Proof") for what it found.
-	simBuckets = flag.Bool("fleet-sim-buckets", false, "TestFleetRandomized: also delete the lease and checkpoint buckets")
+	simLong    = flag.Bool("fleet-sim-long", false, "TestFleetRandomized: several seeds, minutes each (make fleet-sim-long)")
+	simSeed    = flag.Uint64("fleet-sim-seed", 0, "TestFleetRandomized: replay this seed (0: a new one)")
+	simMoves   = flag.Int("fleet-sim-moves", 0, "TestFleetRandomized: moves per seed (0: the mode's)")
+	simBuckets = flag.Bool("fleet-sim-buckets", true, "TestFleetRandomized: delete the lease and checkpoint buckets too (false: the members bucket only)")
 )
 
 // heldWithin is the promise the simulation checks: a shop that some live,
@@ -73,10 +72,25 @@ func TestFleetRandomized(t *testing.T) {
 			}()
 			s.run(moves)
 			total += moves
-			t.Logf("seed %d: %d moves, %d changes, %d members started", seed, moves, len(s.changes), s.started)
+			t.Logf("seed %d: %d moves, %d changes, %d members started; %s", seed, moves, len(s.changes), s.started, s.kinds())
 		})
 	}
 	t.Logf("%d seeds, %d moves in all", len(seeds), total)
+}
+
+// kinds counts the moves made by kind.
+func (s *sim) kinds() string {
+	var out []string
+	for _, k := range []string{"join", "leave", "kill", "pause", "resume", "registry:", "reads it late", "lacking", "delete the bucket orderwatch_fleet", "delete the bucket orderwatch_lease", "delete the bucket orderwatch_checkpoint"} {
+		n := 0
+		for _, l := range s.log {
+			if strings.Contains(l, " "+k) {
+				n++
+			}
+		}
+		out = append(out, fmt.Sprintf("%s %d", strings.TrimSuffix(strings.TrimPrefix(k, "delete the bucket "), ":"), n))
+	}
+	return strings.Join(out, ", ")
 }
 
 // sim is one run of the simulation.
