@@ -32,6 +32,16 @@ type View struct {
 	// others' "members with room" and the others raced them for the
 	// shops they were still starting).
 	Starting map[string]string
+	// Can are the shops each other member can run (its registry in
+	// force, as it announced); a member absent here (an earlier version)
+	// may run every shop. A member gives a shop up only to a member that
+	// can run it: registries that differ never leave a shop without a
+	// holder.
+	Can map[string]map[string]bool
+	// Shares are the fair shares other members announced, as each counts
+	// it (their registries may differ from this one); absent: this
+	// member's.
+	Shares map[string]int
 	// Slack is how many shops above its fair share a member keeps before
 	// it gives one up.
 	Slack int
@@ -63,12 +73,14 @@ func Share(shops, members int) int {
 //     stopped (it lost the race for a free shop; a fleet keeps no warm
 //     standby of a shop);
 //   - a member above share+Slack gives up one shop at a time (the one
-//     it prefers least), and only while some member is below its share
-//     (someone takes it);
+//     it prefers least among those it may give up), and only a shop that
+//     a member below its own share can run (someone takes it): a shop
+//     only this member can run stays here;
 //   - a member below its share contends for free shops: at once for a
-//     shop that prefers it among the members with room (rendezvous
-//     hashing: few contend for the same shop), after OrphanGrace for any
-//     free shop, and after twice OrphanGrace even above its share.
+//     shop that prefers it among the members with room that can run it
+//     (rendezvous hashing: few contend for the same shop), after
+//     OrphanGrace for any free shop, and after twice OrphanGrace even
+//     above its share; a free shop no other member can run at once.
 func Decide(v View) Plan {
 	members := len(v.Members)
 	if _, ok := v.Members[v.Self]; !ok {
@@ -90,15 +102,18 @@ func Decide(v View) Plan {
 			mine = append(mine, id)
 		}
 	}
-	if held > p.Share+v.Slack && v.Stopping == 0 && someoneBelow(v, p.Share) && len(mine) > 0 {
-		slices.SortFunc(mine, func(a, b string) int { return cmpScore(score(a, v.Self), score(b, v.Self)) })
-		p.Stop = append(p.Stop, mine[0]) // the one this member prefers least
-		return p
+	if held > p.Share+v.Slack && v.Stopping == 0 {
+		mine = slices.DeleteFunc(mine, func(id string) bool { return !someoneBelow(v, p.Share, id) })
+		if len(mine) > 0 {
+			slices.SortFunc(mine, func(a, b string) int { return cmpScore(score(a, v.Self), score(b, v.Self)) })
+			p.Stop = append(p.Stop, mine[0]) // the one this member prefers least
+			return p
+		}
 	}
 	room := p.Share - held
 	withRoom := map[string]bool{}
 	for m, n := range v.Members {
-		if n < p.Share {
+		if m != v.Self && n < shareOf(v, m, p.Share) {
 			withRoom[m] = true
 		}
 	}
@@ -111,7 +126,9 @@ func Decide(v View) Plan {
 			continue
 		}
 		switch {
-		case room > 0 && preferred(id, withRoom) == v.Self:
+		case !othersCan(v, id):
+			late = append(late, id) // no other member can run it: at once
+		case room > 0 && preferred(id, able(v, id, withRoom)) == v.Self:
 			first = append(first, id)
 		case room > 0 && v.FreeFor[id] >= v.OrphanGrace:
 			orphans = append(orphans, id)
@@ -130,13 +147,50 @@ func Decide(v View) Plan {
 	return p
 }
 
-func someoneBelow(v View, share int) bool {
+// someoneBelow: another member below its own share can run shop id.
+func someoneBelow(v View, share int, id string) bool {
 	for m, n := range v.Members {
-		if m != v.Self && n < share {
+		if m != v.Self && n < shareOf(v, m, share) && canRun(v, m, id) {
 			return true
 		}
 	}
 	return false
+}
+
+// shareOf is the fair share member m announced, or share.
+func shareOf(v View, m string, share int) int {
+	if s, ok := v.Shares[m]; ok && s > 0 {
+		return s
+	}
+	return share
+}
+
+// canRun says whether member m can run shop id (this member can run every
+// shop of its view; a member that did not say may).
+func canRun(v View, m, id string) bool {
+	can, said := v.Can[m]
+	return m == v.Self || !said || can[id]
+}
+
+// othersCan: some other live member can run shop id.
+func othersCan(v View, id string) bool {
+	for m := range v.Members {
+		if m != v.Self && canRun(v, m, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// able are the candidates that can run shop id.
+func able(v View, id string, candidates map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(candidates))
+	for m := range candidates {
+		if canRun(v, m, id) {
+			out[m] = true
+		}
+	}
+	return out
 }
 
 // preferred is the member a shop prefers among the candidates: the

@@ -67,6 +67,21 @@ func TestDecide(t *testing.T) {
 			"4 start=s01,s02,s03 stop="},
 		{"self missing from the members still counts", View{Self: "a", Shops: ids(4), Members: map[string]int{"b": 0}},
 			"2 start=" + strings.Join(preferredOf(ids(4), "a", "b"), ",") + " stop="},
+		{"above share: only a shop the member below can run is given up", View{Self: "a", Shops: ids(4), Members: map[string]int{"a": 4, "b": 0},
+			Holder: map[string]string{"s00": "a", "s01": "a", "s02": "a", "s03": "a"}, Running: set(ids(4)...),
+			Can: map[string]map[string]bool{"b": set("s00", "s02")}},
+			"2 start= stop=" + leastPreferred([]string{"s00", "s02"}, "a")},
+		{"above share: a shop no member below can run stays", View{Self: "a", Shops: ids(3), Members: map[string]int{"a": 3, "b": 0},
+			Holder: map[string]string{"s00": "a", "s01": "a", "s02": "a"}, Running: set(ids(3)...),
+			Can: map[string]map[string]bool{"b": {}}},
+			"2 start= stop="},
+		{"above share: the member below as it counts itself (its registry is smaller)", View{Self: "a", Shops: ids(4), Members: map[string]int{"a": 3, "b": 1},
+			Holder: map[string]string{"s00": "a", "s01": "a", "s02": "a", "s03": "b"}, Running: set("s00", "s01", "s02"),
+			Shares: map[string]int{"b": 1}},
+			"2 start= stop="},
+		{"a free shop no other member can run: taken at once, above the share", View{Self: "a", Shops: ids(4), Members: map[string]int{"a": 0, "b": 0},
+			Can: map[string]map[string]bool{"b": set("s00")}},
+			"2 start=" + strings.Join(append(preferredOf([]string{"s00"}, "a", "b"), "s01", "s02", "s03"), ",") + " stop="},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,7 +52,7 @@ func (w *world) startReplicated(name string, replicas int) *member {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{name: name, f: f, nc: nc, cancel: cancel, done: make(chan struct{})}
-	watcher := shops.NewWatcher(w.registry, shops.Options{Check: f.Check, Getenv: f.cfg.Getenv})
+	watcher := shops.NewWatcher(w.registry, f.RegistryOptions(nil))
 	var loops sync.WaitGroup
 	loops.Go(func() { watcher.Run(ctx, f.Apply) })
 	loops.Go(func() { _ = f.Run(ctx) })

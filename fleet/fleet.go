@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,18 +113,21 @@ type Fleet struct {
 	registry map[string]shops.Shop // in force
 	invalid  []error               // the registry's invalid entries
 	fileErr  error
-	runs     map[string]*run        // pipelines of this member, by shop
-	stopping map[*run]struct{}      // pipelines being stopped
-	members  map[string]Member      // by key
-	holders  map[string]lease.Value // by lease key
-	freeAt   map[string]time.Time   // shop -> first seen free
-	cooldown map[string]time.Time   // shop -> given up at
-	bound    bool                   // the buckets are bound
-	buckets  *replica.Buckets       // the shops' hot-standby buckets, once bound
-	builds   chan struct{}          // pipelines being built (a slot each)
-	restores chan struct{}          // pipelines taking over a shop's state (replica.Config.Takeovers)
+	runs     map[string]*run      // pipelines of this member, by shop
+	stopping map[*run]struct{}    // pipelines being stopped
+	members  map[string]Member    // by key
+	holders  map[string]holder    // by lease key
+	keys     map[string][2]string // shop -> its lease keys (groupKeysLocked; nil: to be made)
+	freeAt   map[string]time.Time // shop -> first seen free
+	cooldown map[string]time.Time // shop -> given up at
+	bound    bool                 // the buckets are bound
+	buckets  *replica.Buckets     // the shops' hot-standby buckets, once bound
+	builds   chan struct{}        // pipelines being built (a slot each)
+	restores chan struct{}        // pipelines taking over a shop's state (replica.Config.Takeovers)
 	lastPlan Plan
 	lastView View
+	firstRev uint64 // the revision of this member's first announcement
+	clash    *clash // another process announcing under this member's name
 
 	wg sync.WaitGroup
 }
@@ -156,7 +160,7 @@ func New(cfg Config) (*Fleet, error) {
 	f := &Fleet{
 		cfg: cfg, log: cfg.Logger.With("component", "fleet"), nonce: hex.EncodeToString(b[:]), since: time.Now(),
 		wake: make(chan struct{}, 1), registry: map[string]shops.Shop{}, runs: map[string]*run{},
-		stopping: map[*run]struct{}{}, members: map[string]Member{}, holders: map[string]lease.Value{},
+		stopping: map[*run]struct{}{}, members: map[string]Member{}, holders: map[string]holder{},
 		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{}, builds: make(chan struct{}, buildsAtOnce),
 		restores: make(chan struct{}, takeoversAtOnce),
 	}
@@ -172,6 +176,23 @@ func (f *Fleet) Check(s shops.Shop) error {
 		return err
 	}
 	return cfg.Validate()
+}
+
+// RegistryOptions are the registry's rules in this fleet (for
+// shops.NewWatcher): every entry checked by the pipeline configuration
+// built from it (Check), and no two entries whose subjects overlap, the
+// fleet's stream capturing <WATCHER_SUBJECT_PREFIX>.>.
+func (f *Fleet) RegistryOptions(log *slog.Logger) shops.Options {
+	b := f.cfg.Base
+	return shops.Options{
+		Check: f.Check, Getenv: f.cfg.Getenv, Logger: log,
+		Subjects: func(s shops.Shop) shops.Subjects {
+			c := b
+			shopNames(&c, s)
+			return shops.Subjects{Stream: c.Stream, Prefix: c.SubjectPrefix, Default: c.SubjectPrefix == b.SubjectPrefix+"."+s.ID}
+		},
+		Streams: map[string]string{b.Stream: b.SubjectPrefix},
+	}
 }
 
 // shopConfig is the pipeline configuration of a shop: the base with the
@@ -224,7 +245,7 @@ func (f *Fleet) Apply(up shops.Update) {
 		for _, s := range up.Shops {
 			next[s.ID] = s
 		}
-		f.registry = next
+		f.registry, f.keys = next, nil
 		for _, c := range up.Changes {
 			if r := f.runs[c.Shop.ID]; r != nil && c.Kind != shops.Added {
 				f.stopLocked(r, "registry: shop "+string(c.Kind))
@@ -272,7 +293,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	wctx, stopWatch := context.WithCancel(ctx)
 	hctx, stopHeartbeat := context.WithCancel(ctx)
 	beating := make(chan struct{})
-	go func() { defer close(beating); f.heartbeat(hctx, members) }()
+	go func() { defer close(beating); f.heartbeat(hctx, js, members) }()
 	var watchers sync.WaitGroup
 	watchers.Go(func() { followKV(wctx, members, &f.mu, &f.members, decodeMember, sameMember, f.membersChanged) })
 	watchers.Go(func() { followKV(wctx, buckets.Lease, &f.mu, &f.holders, decodeHolder, sameHolder, f.leaseChanged) })
@@ -284,7 +305,11 @@ func (f *Fleet) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(f.cfg.Tick)
 	defer tick.Stop()
-	for ctx.Err() == nil {
+	var refused error
+	for ctx.Err() == nil && refused == nil {
+		if refused = f.refused(); refused != nil {
+			break
+		}
 		f.decide(ctx)
 		select {
 		case <-ctx.Done():
@@ -293,16 +318,19 @@ func (f *Fleet) Run(ctx context.Context) error {
 		}
 	}
 	// The announcement is withdrawn first: the others count one member
-	// less and take the shops as soon as they are released.
+	// less and take the shops as soon as they are released. (Not when
+	// another process announces under this name: the key is its too.)
 	stopHeartbeat()
 	<-beating
-	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_ = members.Delete(dctx, memberKey(f.cfg.Instance))
-	cancel()
+	if refused == nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = members.Delete(dctx, memberKey(f.cfg.Instance))
+		cancel()
+	}
 	f.shutdown()
 	stopWatch()
 	watchers.Wait()
-	return nil
+	return refused
 }
 
 // bind creates (or binds) the shared stream, the buckets of the shops'
@@ -368,28 +396,60 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, b pipeline.Config
 	return nil
 }
 
-// heartbeat announces this member every third of the members' TTL.
-func (f *Fleet) heartbeat(ctx context.Context, kv jetstream.KeyValue) {
+// heartbeat announces this member every third of the members' TTL. A
+// members bucket found gone (deleted) is created again: the handle and
+// the watches on it work on the new one.
+func (f *Fleet) heartbeat(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) {
 	key := memberKey(f.cfg.Instance)
 	t := time.NewTicker(f.cfg.MemberTTL / 3)
 	defer t.Stop()
 	for {
 		f.mu.Lock()
-		n, starting := len(f.runs), f.startingLocked(time.Now())
+		m := Member{
+			Instance: f.cfg.Instance, Host: f.cfg.Host, Nonce: f.nonce, Shops: len(f.runs), Starting: f.startingLocked(time.Now()),
+			Can: slices.Sorted(maps.Keys(f.registry)), Share: f.lastPlan.Share, Since: f.since.UTC(), At: time.Now().UTC(),
+		}
 		f.mu.Unlock()
-		m := Member{Instance: f.cfg.Instance, Host: f.cfg.Host, Nonce: f.nonce, Shops: n, Starting: starting, Since: f.since.UTC(), At: time.Now().UTC()}
+		if m.Can == nil {
+			m.Can = []string{} // none: not an earlier version's silence
+		}
 		b, _ := json.Marshal(m)
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.MemberTTL/3)
-		if _, err := kv.Put(pctx, key, b); err != nil && ctx.Err() == nil {
+		rev, err := kv.Put(pctx, key, b)
+		if err != nil && ctx.Err() == nil {
 			f.log.Warn("fleet: announcing this member failed", "err", err)
+			if _, gone := js.KeyValue(pctx, kv.Bucket()); errors.Is(gone, jetstream.ErrBucketNotFound) {
+				_, err := membersBucket(pctx, js, kv.Bucket(), f.cfg.MemberTTL, f.membersReplicas())
+				f.log.Warn("fleet: the members bucket was gone; created again", "bucket", kv.Bucket(), "err", err)
+				f.mu.Lock()
+				f.firstRev = 0 // revisions start again at 1 (noteClashLocked)
+				f.mu.Unlock()
+			}
 		}
 		cancel()
+		if err == nil {
+			f.mu.Lock()
+			if f.firstRev == 0 {
+				f.firstRev = rev
+			}
+			f.mu.Unlock()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// membersReplicas are the members bucket's replicas: the lease bucket's.
+func (f *Fleet) membersReplicas() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.buckets != nil {
+		return max(f.buckets.Replicas, 1)
+	}
+	return 1
 }
 
 // startingLocked are the shops this member started less than the orphan
@@ -403,7 +463,7 @@ func (f *Fleet) startingLocked(now time.Time) []string {
 		if h, ok := f.holders[r.keys[0]]; ok && h.Instance == f.cfg.Instance {
 			continue
 		}
-		if h, ok := f.holders[r.keys[1]]; ok && h.Instance == f.cfg.Instance {
+		if h, ok := f.holders[r.keys[1]]; ok && r.keys[1] != "" && h.Instance == f.cfg.Instance {
 			continue
 		}
 		out = append(out, id)
@@ -417,33 +477,28 @@ func (f *Fleet) viewLocked(now time.Time) View {
 	v := View{
 		Self: f.cfg.Instance, Members: map[string]int{}, Holder: map[string]string{}, FreeFor: map[string]time.Duration{},
 		Running: map[string]bool{}, Stopping: len(f.stopping), Cooldown: map[string]bool{}, Starting: map[string]string{},
-		Slack: f.cfg.Slack, OrphanGrace: f.cfg.OrphanGrace,
+		Can: map[string]map[string]bool{}, Shares: map[string]int{}, Slack: f.cfg.Slack, OrphanGrace: f.cfg.OrphanGrace,
 	}
-	for _, m := range f.members {
-		if now.Sub(m.At) > 2*f.cfg.MemberTTL {
-			continue // no expiry marker seen (an older server): stale
-		}
+	for _, m := range f.liveMembersLocked(now) {
 		v.Members[m.Instance] = m.Shops
-		if m.Instance != f.cfg.Instance {
-			for _, id := range m.Starting {
-				v.Starting[id] = m.Instance
-			}
+		if m.can != nil {
+			v.Can[m.Instance] = m.can
+		}
+		if m.Share > 0 {
+			v.Shares[m.Instance] = m.Share
+		}
+		for _, id := range m.Starting {
+			v.Starting[id] = m.Instance
 		}
 	}
 	v.Members[f.cfg.Instance] = len(f.runs)
-	for id, s := range f.registry {
+	keys := f.groupKeysLocked()
+	for id := range f.registry {
 		v.Shops = append(v.Shops, id)
-		kc := f.baseKeyConfig(s)
-		h, ok := f.holders[kc.GroupKey()]
-		if !ok {
-			// A group still under the key of an earlier version
-			// (Config.LegacyGroupKey) holds its lease there.
-			h, ok = f.holders[kc.LegacyGroupKey()]
-		}
-		if ok && now.Sub(h.Expires) < 2*time.Second {
-			v.Holder[id] = h.Instance
+		if h := f.holderLocked(keys[id], now); h != "" {
+			v.Holder[id] = h
 			delete(f.freeAt, id)
-			if h.Instance != f.cfg.Instance {
+			if h != f.cfg.Instance {
 				delete(f.cooldown, id) // another member had its chance
 			}
 		} else {
@@ -469,6 +524,69 @@ func (f *Fleet) viewLocked(now time.Time) View {
 		}
 	}
 	return v
+}
+
+// liveMembersLocked are the other members whose announcement arrived
+// within twice the members' TTL (by this member's clock: a writer's clock
+// does not matter; on a server with expiry markers an expired one is gone
+// already).
+func (f *Fleet) liveMembersLocked(now time.Time) []Member {
+	var out []Member
+	for _, m := range f.members {
+		if m.Instance == f.cfg.Instance || now.Sub(m.seen) > 2*f.cfg.MemberTTL {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// holderLocked is the member holding a shop's lease under one of its
+// keys, "" when none: a lease counts while its last renewal arrived
+// within the lease TTL (and 2 s) by this member's clock; on a server with
+// expiry markers an expired lease is gone already.
+func (f *Fleet) holderLocked(keys [2]string, now time.Time) string {
+	ttl := f.cfg.Base.LeaseTTL
+	if f.buckets != nil && f.buckets.TTL > 0 {
+		ttl = f.buckets.TTL
+	}
+	if ttl <= 0 {
+		ttl = lease.DefaultTTL
+	}
+	for _, k := range keys {
+		if h, ok := f.holders[k]; ok && k != "" {
+			if now.Sub(h.seen) < ttl+2*time.Second {
+				return h.Instance
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// groupKeysLocked are the lease keys of every shop of the registry: its
+// group key (Config.GroupKey, by its registry id) and the key an earlier
+// version used (LegacyGroupKey, by its URL), the latter only when it is
+// not another entry's own key: two entries on one URL, one keeping the id
+// a single-shop release derived from it, are two shops.
+func (f *Fleet) groupKeysLocked() map[string][2]string {
+	if f.keys != nil {
+		return f.keys
+	}
+	keys := make(map[string][2]string, len(f.registry))
+	own := make(map[string]bool, len(f.registry))
+	for id, s := range f.registry {
+		kc := f.baseKeyConfig(s)
+		keys[id] = [2]string{kc.GroupKey(), kc.LegacyGroupKey()}
+		own[keys[id][0]] = true
+	}
+	for id, k := range keys {
+		if k[1] == k[0] || own[k[1]] {
+			keys[id] = [2]string{k[0], ""}
+		}
+	}
+	f.keys = keys
+	return keys
 }
 
 // baseKeyConfig is the part of a shop's configuration its lease key
@@ -532,8 +650,7 @@ func (f *Fleet) startLocked(ctx context.Context, s shops.Shop) {
 	// Stopped by stopLocked only: at the end of Run after the announcement
 	// is withdrawn (the others then take the shops at once).
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	kc := f.baseKeyConfig(s)
-	r := &run{shop: s, keys: [2]string{kc.GroupKey(), kc.LegacyGroupKey()}, cancel: cancel, done: make(chan struct{}), started: time.Now()}
+	r := &run{shop: s, keys: f.groupKeysLocked()[s.ID], cancel: cancel, done: make(chan struct{}), started: time.Now()}
 	f.runs[s.ID] = r
 	f.m.starts.Inc()
 	buckets := f.buckets
@@ -588,8 +705,19 @@ func (f *Fleet) build(ctx context.Context, s shops.Shop, buckets *replica.Bucket
 	})
 }
 
-// membersChanged: a member came, went or runs another number of shops.
-func (f *Fleet) membersChanged(string, bool) { f.poke() }
+// membersChanged: a member came, went or changed what it announces; an
+// announcement under this member's own key by another process is a clash.
+func (f *Fleet) membersChanged(key string, gone bool) {
+	if !gone && key == memberKey(f.cfg.Instance) {
+		f.mu.Lock()
+		m, ok := f.members[key]
+		if ok {
+			f.noteClashLocked(m)
+		}
+		f.mu.Unlock()
+	}
+	f.poke()
+}
 
 // leaseChanged: a shop's lease changed hands; when it is gone (released or
 // expired), a pipeline of this member waiting for it tries at once (the
@@ -599,7 +727,7 @@ func (f *Fleet) leaseChanged(key string, gone bool) {
 	if gone {
 		f.mu.Lock()
 		for _, r := range f.runs {
-			if r.w != nil && r.reason == "" && (r.keys[0] == key || r.keys[1] == key) {
+			if r.w != nil && r.reason == "" && (r.keys[0] == key || (r.keys[1] != "" && r.keys[1] == key)) {
 				r.w.WakeLease()
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,14 +25,24 @@ type Member struct {
 	Shops    int    `json:"shops"` // shops it runs (active or starting)
 	// Starting are the shops whose pipeline it started less than the
 	// orphan grace ago and whose lease it does not hold yet (View.Starting).
-	Starting []string  `json:"starting,omitempty"`
-	Since    time.Time `json:"since"`
-	At       time.Time `json:"at"` // the writer's wall clock at this announcement
+	Starting []string `json:"starting,omitempty"`
+	// Can are the shops it can run: its registry in force (View.Can).
+	// Nil: a member of an earlier version, which does not say.
+	Can []string `json:"can"`
+	// Share is its fair share as it counts it (View.Shares).
+	Share int       `json:"share,omitempty"`
+	Since time.Time `json:"since"`
+	At    time.Time `json:"at"` // the writer's wall clock at this announcement (informational)
+
+	can  map[string]bool // Can as a set
+	rev  uint64          // the announcement's revision in the members bucket
+	seen time.Time       // when this member received it (its own clock): a member is judged by when its announcements arrive, not by the writer's clock
 }
 
 // membersBucket binds the members bucket, creating it with ttl (every
 // announcement expires ttl after it was written; the server then places
-// a delete marker the other members see).
+// a delete marker the other members see, from NATS 2.11 on; before, the
+// bucket has no markers and a member's announcements stop arriving).
 func membersBucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err == nil {
@@ -40,10 +51,17 @@ func membersBucket(ctx context.Context, js jetstream.JetStream, name string, ttl
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("members bucket %s: %w", name, err)
 	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket: name, Description: "orderwatch fleet: the live members (one key each, expiring unless renewed)",
 		History: 1, TTL: ttl, LimitMarkerTTL: ttl, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
-	})
+	}
+	kv, err = js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		// A server before 2.11: no expiry markers; the members judge an
+		// announcement by when it arrived (liveMembersLocked).
+		cfg.LimitMarkerTTL = 0
+		kv, err = js.CreateKeyValue(ctx, cfg)
+	}
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		return js.KeyValue(ctx, name)
 	}
@@ -73,7 +91,7 @@ func memberKey(instance string) string {
 // or holds no valid value) but a put that same says changes nothing the
 // decisions depend on (a lease renewed: no decision at every renewal). A
 // watch that fails is started again after a second, from a fresh copy.
-func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex, into *map[string]T, decode func([]byte) (T, bool), same func(a, b T) bool, changed func(key string, gone bool)) {
+func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex, into *map[string]T, decode func(jetstream.KeyValueEntry) (T, bool), same func(a, b T) bool, changed func(key string, gone bool)) {
 	for ctx.Err() == nil {
 		w, err := kv.WatchAll(ctx)
 		if err == nil {
@@ -84,7 +102,7 @@ func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex,
 				if e == nil {
 					continue // the initial values are all delivered
 				}
-				v, ok := decode(e.Value())
+				v, ok := decode(e)
 				put := e.Operation() == jetstream.KeyValuePut && ok
 				mu.Lock()
 				prev, had := (*into)[e.Key()]
@@ -109,22 +127,47 @@ func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex,
 	}
 }
 
-func decodeMember(b []byte) (Member, bool) {
+// decodeMember reads an announcement, stamped with its revision and the
+// time it arrived.
+func decodeMember(e jetstream.KeyValueEntry) (Member, bool) {
 	var m Member
-	return m, json.Unmarshal(b, &m) == nil && m.Instance != ""
+	if json.Unmarshal(e.Value(), &m) != nil || m.Instance == "" {
+		return m, false
+	}
+	m.rev, m.seen = e.Revision(), time.Now()
+	if m.Can != nil {
+		m.can = make(map[string]bool, len(m.Can))
+		for _, id := range m.Can {
+			m.can[id] = true
+		}
+	}
+	return m, true
 }
 
-// sameMember: the same process announcing the same number of shops.
+// sameMember: the same process announcing the same shops, share and
+// registry.
 func sameMember(a, b Member) bool {
-	return a.Instance == b.Instance && a.Nonce == b.Nonce && a.Shops == b.Shops
+	return a.Instance == b.Instance && a.Nonce == b.Nonce && a.Shops == b.Shops && a.Share == b.Share &&
+		(a.Can == nil) == (b.Can == nil) && slices.Equal(a.Can, b.Can)
+}
+
+// holder is a shop's lease as the lease bucket's watch last delivered it,
+// and when (this member's clock): a holder is judged by when its renewals
+// arrive, not by the expiry its writer's clock wrote.
+type holder struct {
+	lease.Value
+	seen time.Time
 }
 
 // sameHolder: the same process's tenure (a renewal).
-func sameHolder(a, b lease.Value) bool {
+func sameHolder(a, b holder) bool {
 	return a.Instance == b.Instance && a.Nonce == b.Nonce && a.Since.Equal(b.Since)
 }
 
-func decodeHolder(b []byte) (lease.Value, bool) {
+func decodeHolder(e jetstream.KeyValueEntry) (holder, bool) {
 	var v lease.Value
-	return v, json.Unmarshal(b, &v) == nil && v.Instance != ""
+	if json.Unmarshal(e.Value(), &v) != nil || v.Instance == "" {
+		return holder{}, false
+	}
+	return holder{Value: v, seen: time.Now()}, true
 }

@@ -46,8 +46,20 @@ type Report struct {
 	Shops    []ShopReport   `json:"shops"`
 	Invalid  []string       `json:"invalidEntries,omitempty"`
 	FileErr  string         `json:"registryError,omitempty"`
-	Ready    bool           `json:"ready"`
-	Why      string         `json:"why"`
+	// Differs are the members whose registry (the shops each can run)
+	// differs from this member's, with how: a shop one of them cannot
+	// run stays with a member that can (Decide), but the difference is a
+	// configuration error to fix (a Secret not mounted, a variable not
+	// set, a registry not yet updated).
+	Differs []string `json:"registryDiffers,omitempty"`
+	// Clash: another process announces under this member's name.
+	Clash string `json:"memberNameClash,omitempty"`
+	// Waiting are this member's shops that are not ready only because the
+	// service makes them wait (a spent quota, its throttling): each
+	// shop's own readiness, not the member's (a drain is not blocked).
+	Waiting []string `json:"waitingForTheService,omitempty"`
+	Ready   bool     `json:"ready"`
+	Why     string   `json:"why"`
 }
 
 // Report reads the member's state now.
@@ -61,6 +73,10 @@ func (f *Fleet) Report() Report {
 	}
 	if f.fileErr != nil {
 		rep.FileErr = f.fileErr.Error()
+	}
+	rep.Differs = f.registryDiffersLocked(now)
+	if c := f.clashLocked(now); c != nil {
+		rep.Clash = c.text
 	}
 	type pending struct {
 		i       int
@@ -89,28 +105,42 @@ func (f *Fleet) Report() Report {
 	var unready []string
 	for _, a := range asks {
 		sr := &rep.Shops[a.i]
-		ok, why := false, "its pipeline is being built"
+		ok, why, waiting := false, "its pipeline is being built", false
 		if a.w != nil {
 			ok, why = a.w.Ready()
+			waiting = a.w.WaitingForService()
 			if a.w.Working() {
 				sr.State = StateActive
 			}
 		}
 		sr.Ready, sr.Reason = &ok, why
-		if !ok && (sr.State == StateActive || now.Sub(a.started) > startGrace) {
+		switch {
+		case ok:
+		case waiting:
+			rep.Waiting = append(rep.Waiting, sr.ID+": "+why)
+		case sr.State == StateActive || now.Sub(a.started) > startGrace:
 			unready = append(unready, sr.ID+": "+why)
 		}
 	}
 	for _, s := range rep.Shops {
 		rep.Counts[s.State]++
 	}
+	f.judge(&rep, len(asks), unready)
+	return rep
+}
+
+// judge sets the member's readiness in rep from the shops it runs
+// (starting: its pipelines; unready: those not ready by their own fault).
+func (f *Fleet) judge(rep *Report, starting int, unready []string) {
 	switch {
 	case !rep.Bound:
 		rep.Why = "the fleet's buckets cannot be used yet"
+	case f.refused() != nil:
+		rep.Why = rep.Clash
 	case rep.FileErr != "" && len(rep.Shops) == 0:
 		rep.Why = rep.FileErr
-	case rep.Counts[StateFree] > 0 && len(asks) < rep.Share:
-		rep.Why = fmt.Sprintf("%d shops free and this member below its fair share (%d of %d): taking them", rep.Counts[StateFree], len(asks), rep.Share)
+	case rep.Counts[StateFree] > 0 && starting < rep.Share:
+		rep.Why = fmt.Sprintf("%d shops free and this member below its fair share (%d of %d): taking them", rep.Counts[StateFree], starting, rep.Share)
 	case len(unready) > 0:
 		slices.Sort(unready)
 		rep.Why = fmt.Sprintf("%d of this member's shops not ready: %s", len(unready), strings.Join(unready, "; "))
@@ -118,8 +148,55 @@ func (f *Fleet) Report() Report {
 		rep.Ready = true
 		rep.Why = fmt.Sprintf("ok: %d shops active here, %d starting, fair share %d of %d shops over %d members",
 			rep.Counts[StateActive], rep.Counts[StateStarting], rep.Share, len(rep.Shops), len(rep.Members))
+		if len(rep.Waiting) > 0 {
+			rep.Why += fmt.Sprintf("; %d waiting for the service (their own readiness: /shops/<id>/readyz)", len(rep.Waiting))
+		}
 	}
-	return rep
+}
+
+// registryDiffersLocked says, for each live member whose registry differs
+// from this one's, how: "m1 cannot run 2 shops of this member's registry:
+// paris, rome; m1 runs 1 shop this member does not know: oslo" (the first
+// five of each).
+func (f *Fleet) registryDiffersLocked(now time.Time) []string {
+	var out []string
+	for _, m := range f.liveMembersLocked(now) {
+		if m.can == nil {
+			continue // an earlier version: it does not say
+		}
+		var lacks, extra []string
+		for id := range f.registry {
+			if !m.can[id] {
+				lacks = append(lacks, id)
+			}
+		}
+		for _, id := range m.Can {
+			if _, ok := f.registry[id]; !ok {
+				extra = append(extra, id)
+			}
+		}
+		var parts []string
+		if len(lacks) > 0 {
+			parts = append(parts, fmt.Sprintf("%s cannot run %d shops of this member's registry: %s", m.Instance, len(lacks), firstFew(lacks)))
+		}
+		if len(extra) > 0 {
+			parts = append(parts, fmt.Sprintf("%s runs %d shops this member does not know: %s", m.Instance, len(extra), firstFew(extra)))
+		}
+		if len(parts) > 0 {
+			out = append(out, strings.Join(parts, "; "))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// firstFew lists the first five ids (sorted) and how many more.
+func firstFew(ids []string) string {
+	slices.Sort(ids)
+	if len(ids) <= 5 {
+		return strings.Join(ids, ", ")
+	}
+	return strings.Join(ids[:5], ", ") + fmt.Sprintf(" and %d more", len(ids)-5)
 }
 
 // Handler serves /healthz, /readyz (ready when every shop this member
@@ -172,6 +249,7 @@ func (f *Fleet) Handler() http.Handler {
 type metrics struct {
 	starts      prometheus.Counter
 	startErrors prometheus.Counter
+	clashes     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, f *Fleet) *metrics {
@@ -182,8 +260,11 @@ func newMetrics(reg prometheus.Registerer, f *Fleet) *metrics {
 		startErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "orderwatch_fleet_pipeline_start_errors_total", Help: "Shop pipelines that could not be built (a configuration or state file error; see the log).",
 		}),
+		clashes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderwatch_fleet_member_name_clashes_total", Help: "Announcements of another process under this member's name seen (two members with one WATCHER_INSTANCE_ID; see the log).",
+		}),
 	}
-	reg.MustRegister(m.starts, m.startErrors, &fleetCollector{f: f})
+	reg.MustRegister(m.starts, m.startErrors, m.clashes, &fleetCollector{f: f})
 	return m
 }
 
@@ -191,6 +272,8 @@ var (
 	shopsDesc   = prometheus.NewDesc("orderwatch_fleet_shops", "Shops of the registry by state as this member sees them: active (run here), starting, stopping, elsewhere (another member), free; invalid (entries left out).", []string{"state"}, nil)
 	membersDesc = prometheus.NewDesc("orderwatch_fleet_members", "Live members of the fleet this member sees (itself included).", nil, nil)
 	shareDesc   = prometheus.NewDesc("orderwatch_fleet_fair_share", "Shops per member at most once the fleet is stable: ceil(shops/members).", nil, nil)
+	fileErrDesc = prometheus.NewDesc("orderwatch_fleet_registry_error", "1 while the registry file cannot be read or parsed as a whole (the shops in force stay as they were; see /state registryError), else 0.", nil, nil)
+	differsDesc = prometheus.NewDesc("orderwatch_fleet_registry_differs", "Live members whose registry (the shops each can run) differs from this member's (see /state registryDiffers).", nil, nil)
 )
 
 // fleetCollector reads the report at each scrape.
@@ -200,6 +283,8 @@ func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- shopsDesc
 	ch <- membersDesc
 	ch <- shareDesc
+	ch <- fileErrDesc
+	ch <- differsDesc
 }
 
 func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
@@ -210,4 +295,10 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(shopsDesc, prometheus.GaugeValue, float64(len(rep.Invalid)), "invalid")
 	ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(len(rep.Members)))
 	ch <- prometheus.MustNewConstMetric(shareDesc, prometheus.GaugeValue, float64(rep.Share))
+	fileErr := 0.0
+	if rep.FileErr != "" {
+		fileErr = 1
+	}
+	ch <- prometheus.MustNewConstMetric(fileErrDesc, prometheus.GaugeValue, fileErr)
+	ch <- prometheus.MustNewConstMetric(differsDesc, prometheus.GaugeValue, float64(len(rep.Differs)))
 }

@@ -92,7 +92,7 @@ func Serve(ctx context.Context, base *pipeline.Config, opt ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	reg := shops.NewWatcher(base.ShopsFile, shops.Options{Check: f.Check, Getenv: opt.Getenv, Logger: log})
+	reg := shops.NewWatcher(base.ShopsFile, f.RegistryOptions(log))
 	first := reg.Load()
 	if first.FileErr != nil {
 		return pipeline.ConfigErrorf("%s_SHOPS_FILE: %v", pipeline.EnvPrefix, first.FileErr)
@@ -114,8 +114,10 @@ func Serve(ctx context.Context, base *pipeline.Config, opt ServeOptions) error {
 		opt.Ready(ln.Addr().String())
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { reg.Run(ctx, f.Apply) })
-	err = f.Run(ctx)
+	rctx, stopRegistry := context.WithCancel(ctx)
+	wg.Go(func() { reg.Run(rctx, f.Apply) })
+	err = f.Run(ctx) // returns early when this member is refused (clash)
+	stopRegistry()
 	wg.Wait()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

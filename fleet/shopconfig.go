@@ -42,7 +42,7 @@ func ReadRegistry(base *pipeline.Config, getenv func(string) string) (*Registry,
 		instance, _ = os.Hostname()
 	}
 	f := &Fleet{cfg: Config{Base: *base, StateDir: base.StateDir, Instance: instance, Getenv: getenv}}
-	up := shops.NewWatcher(base.ShopsFile, shops.Options{Check: f.Check, Getenv: getenv}).Load()
+	up := shops.NewWatcher(base.ShopsFile, f.RegistryOptions(nil)).Load()
 	if up.FileErr != nil {
 		return nil, pipeline.ConfigErrorf("%s_SHOPS_FILE: %v", pipeline.EnvPrefix, up.FileErr)
 	}
@@ -161,19 +161,62 @@ func (r *Registry) CheckAll(ctx context.Context, version string, w io.Writer) bo
 			fmt.Fprintf(w, "FAIL shop %s: %v\n", id, err)
 			continue
 		}
-		warnings := ""
-		switch n := strings.Count("\n"+out.String(), "\nWARN "); n {
+		warns := warnLines(fleetHints(out.String(), id))
+		note := ""
+		switch len(warns) {
 		case 0:
 		case 1:
-			warnings = " (1 warning)"
+			note = " (1 warning)"
 		default:
-			warnings = fmt.Sprintf(" (%d warnings)", n)
+			note = fmt.Sprintf(" (%d warnings)", len(warns))
 		}
 		if h := HeldElsewhere(ctx, cfg); h != "" {
-			warnings += " (runs on " + h + ": checked with a session of its own)"
+			note += " (runs on " + h + ": checked with a session of its own)"
 		}
-		fmt.Fprintf(w, "ok   shop %s%s\n", id, warnings)
+		fmt.Fprintf(w, "ok   shop %s%s\n", id, note)
+		for _, l := range warns {
+			fmt.Fprintln(w, "     "+l) // named, not only counted
+		}
 	}
+	return passed
+}
+
+// warnLines are the WARN lines of a check's report.
+func warnLines(report string) []string {
+	var out []string
+	for l := range strings.Lines(report) {
+		if strings.HasPrefix(l, "WARN ") {
+			out = append(out, strings.TrimRight(l, "\n"))
+		}
+	}
+	return out
+}
+
+// fleetHints rewrites the single-shop advice of a check's report for a
+// shop of the fleet (whose state file is not a variable of its own).
+func fleetHints(report, id string) string {
+	return strings.ReplaceAll(report, pipeline.TryCredentials, "watcher check -shop "+id+" -login, which opens one more session")
+}
+
+// CheckShop is `watcher check -shop ID` of a fleet: the shop's names, a
+// warning when another member runs it, then pipeline.Check of its
+// configuration (cfg, from ShopConfig). login: a session of check's own
+// (no stored session reused), so that the shop's credentials are tried.
+func CheckShop(ctx context.Context, cfg *pipeline.Config, base *pipeline.Config, login bool, version string, w io.Writer) bool {
+	id := cfg.ShopID
+	fmt.Fprintf(w, "ok   shop %s of %s: state file %s, subjects %s.>, stream %s\n", id, base.ShopsFile, cfg.StatePath, cfg.SubjectPrefix, cfg.Stream)
+	if h := HeldElsewhere(ctx, cfg); h != "" {
+		fmt.Fprintf(w, "WARN %s runs shop %s, not this member: the login below is a session of its own (check on %s asks it instead)\n", h, id, h)
+	}
+	if login {
+		c := *cfg
+		c.StatePath = "" // no stored session: a login of its own tries the credentials
+		cfg = &c
+		fmt.Fprintf(w, "ok   -login: the credentials of shop %s are tried with a session of check's own (one more session for the shop)\n", id)
+	}
+	var out bytes.Buffer
+	passed := pipeline.Check(ctx, cfg, version, &out)
+	io.WriteString(w, fleetHints(out.String(), id))
 	return passed
 }
 

@@ -22,7 +22,7 @@ func TestRegistryShopConfigIsTheMembers(t *testing.T) {
 	b.ShopsFile, b.StateDir, b.InstanceID, b.HTTPAddr = filepath.Join(dir, "shops.json"), filepath.Join(dir, "state"), "m1", ":9090"
 	getenv := func(k string) string { return map[string]string{"PW": "secret"}[k] }
 	if err := shops.WriteFile(b.ShopsFile, []shops.Shop{
-		{ID: "paris", URL: "https://paris.example", Username: "api", PasswordEnv: "PW", Stream: "PARIS"},
+		{ID: "paris", URL: "https://paris.example", Username: "api", PasswordEnv: "PW", Stream: "PARIS", SubjectPrefix: "paris"}, // a stream of its own needs subjects outside the fleet stream's
 		{ID: "berlin", URL: "https://berlin.example", Username: "api", PasswordEnv: "PW", CallShare: 0.1},
 		{ID: "rome", URL: "https://rome.example", Username: "api", PasswordEnv: "UNSET"},
 	}); err != nil {

@@ -24,6 +24,10 @@ import (
 	"github.com/orderwatch/orderwatch/state"
 )
 
+// TryCredentials is how Check's report says to try the credentials when
+// it reused a stored session (a fleet's check says it its own way).
+const TryCredentials = "check with an empty WATCHER_STATE_PATH, which opens one more session"
+
 // Check is `watcher check` after the configuration loaded: when no
 // watcher runs on the state file, it opens it, logs in (or reuses the
 // stored session) and searches once, keeping the session in the file for
@@ -198,8 +202,8 @@ func checkService(ctx context.Context, cfg *Config, version string, scope diff.S
 		// The service checks a password only by opening a session; a second
 		// one beside the stored session would count against the shop's
 		// limit for the token's lifetime.
-		fmt.Fprintf(stdout, "WARN password not tried: the stored session (from an earlier login, valid until %s) was used; the service checks credentials only by opening a session, so WATCHER_PLENTY_USERNAME/PASSWORD are first used when it ends and `watcher run` logs in (to try them now: check with an empty WATCHER_STATE_PATH, which opens one more session)\n",
-			after.ExpiresAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(stdout, "WARN password not tried: the stored session (from an earlier login, valid until %s) was used; the service checks credentials only by opening a session, so WATCHER_PLENTY_USERNAME/PASSWORD are first used when it ends and `watcher run` logs in (to try them now: %s)\n",
+			after.ExpiresAt.UTC().Format(time.RFC3339), TryCredentials)
 	}
 	p, err := client.SearchOrders(ctx, order.Query{Filters: scope.Sent, Complex: scope.SentGroup, ItemsPerPage: 1})
 	if err != nil {

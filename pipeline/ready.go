@@ -174,3 +174,25 @@ func (w *Watcher) status() Status {
 	s.LoginHeldUntil, s.LoginHeldWhy = wk.client.LoginHeld()
 	return s
 }
+
+// ServiceWait says whether a watcher that is not ready waits only for the
+// service (a spent daily quota, the service's throttling beyond three
+// gaps, logins held back or refused) while its process does its part
+// (state file, NATS, outbox, clock, lease in order): the shop's own
+// readiness, not its process's. A process running many shops (a fleet
+// member) stays ready for such a shop, so one waiting shop does not block
+// a node drain.
+func ServiceWait(s Status) bool {
+	if s.Standby != nil && !s.Standby.Working {
+		return false
+	}
+	own := s.StateErr == nil && s.PublishErr == nil && s.ClockProblem == "" && s.Unleased == "" &&
+		!(s.OutboxMax > 0 && s.OutboxDepth >= s.OutboxMax)
+	waits := (s.PendingOK && s.Pending.Reason == plenty.WaitDailyQuota) ||
+		(!s.BlockedUntil.IsZero() && s.BlockedUntil.Sub(s.Now) > 3*s.Gap) ||
+		(!s.LoginHeldUntil.IsZero() && s.LoginHeldUntil.After(s.Now))
+	return own && waits
+}
+
+// WaitingForService is ServiceWait of the watcher now.
+func (w *Watcher) WaitingForService() bool { return ServiceWait(w.status()) }

@@ -86,3 +86,34 @@ func TestReady(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceWait: a watcher that only waits for the service (a spent
+// daily quota, the service's throttling, logins held back) while its
+// process does its part is the shop's own unreadiness; any fault of the
+// process is not.
+func TestServiceWait(t *testing.T) {
+	now := time.Now()
+	quota := Status{Now: now, Gap: time.Second, PendingOK: true, Pending: plenty.Wait{Reason: plenty.WaitDailyQuota, Until: now.Add(time.Hour)}}
+	throttled := Status{Now: now, Gap: time.Second, BlockedUntil: now.Add(time.Minute)}
+	login := Status{Now: now, Gap: time.Second, LoginHeldUntil: now.Add(time.Minute), LoginHeldWhy: plenty.ErrInvalidCredentials}
+	withStateErr := quota
+	withStateErr.StateErr = errors.New("disk full")
+	full := throttled
+	full.OutboxMax, full.OutboxDepth = 10, 10
+	for _, c := range []struct {
+		name string
+		s    Status
+		want bool
+	}{
+		{"daily quota", quota, true},
+		{"throttled beyond three gaps", throttled, true},
+		{"logins held back", login, true},
+		{"nothing pending", Status{Now: now, Gap: time.Second}, false},
+		{"a quota and a state file error", withStateErr, false},
+		{"throttled and the outbox full", full, false},
+	} {
+		if got := ServiceWait(c.s); got != c.want {
+			t.Errorf("%s: ServiceWait = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -24,13 +24,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/orderwatch/orderwatch/shopid"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/orderwatch/orderwatch/shopid"
 )
 
 // File is the registry file's shape:
@@ -154,16 +156,29 @@ func (e *EntryError) Unwrap() error { return e.Err }
 // is the consumer's own validation of an entry (e.g. the pipeline's
 // configuration built from it); getenv resolves passwordEnv [os.Getenv].
 func Parse(data []byte, check func(Shop) error, getenv func(string) string) (valid []Shop, invalid []error, err error) {
+	return ParseWith(data, Options{Check: check, Getenv: getenv})
+}
+
+// ParseWith is Parse with the rules of opt: Check, Getenv, and, when
+// Subjects is set, no two entries whose subjects overlap (see overlaps).
+func ParseWith(data []byte, opt Options) (valid []Shop, invalid []error, err error) {
+	check, getenv := opt.Check, opt.Getenv
 	var f File
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
 		return nil, nil, fmt.Errorf("registry: want {\"shops\": [...]}: %w", err)
 	}
+	// Two documents concatenated (a bad merge) are not a registry: the
+	// second would be dropped without a word.
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, fmt.Errorf("registry: content after the registry's closing brace (at byte %d): one {\"shops\": [...]} only", dec.InputOffset())
+	}
 	if f.Shops == nil {
 		return nil, nil, errors.New(`registry: no "shops" list (an empty fleet is written "shops": [])`)
 	}
 	seen := map[string]int{}
+	var at []int // the valid entries' positions
 	for i, raw := range f.Shops {
 		s, err := parseEntry(raw, check, getenv)
 		if err == nil {
@@ -177,9 +192,22 @@ func Parse(data []byte, check func(Shop) error, getenv func(string) string) (val
 		}
 		seen[s.ID] = i
 		valid = append(valid, s)
+		at = append(at, i)
+	}
+	if opt.Subjects != nil {
+		valid, invalid = refuseOverlaps(valid, at, invalid, opt)
 	}
 	slices.SortFunc(valid, func(a, b Shop) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortStableFunc(invalid, func(a, b error) int { return cmp.Compare(index(a), index(b)) })
 	return valid, invalid, nil
+}
+
+func index(err error) int {
+	var ee *EntryError
+	if errors.As(err, &ee) {
+		return ee.Index
+	}
+	return -1
 }
 
 // parseEntry decodes and validates one entry; the returned Shop carries

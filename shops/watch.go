@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -75,7 +76,21 @@ type Options struct {
 	Check  func(Shop) error
 	Getenv func(string) string // [os.Getenv]
 	Logger *slog.Logger
+	// Subjects, when set, gives an entry's stream and subject prefix in
+	// force (its own or the fleet's defaults): entries whose subjects
+	// overlap are refused (ParseWith). Streams are the streams the fleet
+	// creates and the prefix whose subjects each captures (<prefix>.>): an
+	// entry of another stream must not publish inside them.
+	Subjects func(Shop) Subjects
+	Streams  map[string]string
+	// MaxBytes is the largest registry file read [MaxFileBytes].
+	MaxBytes int64
 }
+
+// MaxFileBytes is the default limit of a registry file's size: about
+// 20,000 entries. A larger file is an error of the file (nothing read):
+// it is read every second.
+const MaxFileBytes = 4 << 20
 
 // Watcher reads the registry file again every Interval and reports what
 // changed. No file system notification is used: a poll of a small file
@@ -95,6 +110,9 @@ type Watcher struct {
 func NewWatcher(path string, opt Options) *Watcher {
 	if opt.Interval <= 0 {
 		opt.Interval = time.Second
+	}
+	if opt.MaxBytes <= 0 {
+		opt.MaxBytes = MaxFileBytes
 	}
 	log := opt.Logger
 	if log == nil {
@@ -133,11 +151,11 @@ func (w *Watcher) Run(ctx context.Context, apply func(Update)) {
 func (w *Watcher) read() (Update, bool) {
 	first := !w.started
 	w.started = true
-	data, err := os.ReadFile(w.path)
+	data, err := readLimited(w.path, w.opt.MaxBytes)
 	var valid []Shop
 	var invalid []error
 	if err == nil {
-		valid, invalid, err = Parse(data, w.opt.Check, w.opt.Getenv)
+		valid, invalid, err = ParseWith(data, w.opt)
 	}
 	if err != nil {
 		up := Update{Shops: w.inForce, FileErr: fmt.Errorf("shops file %s: %w", w.path, err)}
@@ -188,4 +206,22 @@ func (w *Watcher) noteErrors(up Update) bool {
 	news := s != w.errText
 	w.errText = s
 	return news
+}
+
+// readLimited reads a file of at most limit bytes; a larger one is an
+// error naming the limit.
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("larger than the limit of %d bytes (%d KiB): split the fleet (docs/fleet.md)", limit, limit>>10)
+	}
+	return data, nil
 }

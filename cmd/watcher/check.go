@@ -21,6 +21,7 @@ import (
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("check", flag.ContinueOnError)
 	shop := shopFlag(fl)
+	login := fl.Bool("login", false, "fleet mode with -shop: try the shop's credentials with a session of check's own (the stored one is not reused)")
 	if code, ok := parseArgs(fl, args, 0, stdout, stderr); !ok {
 		return code
 	}
@@ -40,21 +41,18 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitConfig
 	}
 	fmt.Fprintln(stdout, "ok   configuration")
-	if *shop != "" {
-		fmt.Fprintf(stdout, "ok   shop %s of %s: state file %s, subjects %s.>, stream %s\n", *shop, base.ShopsFile, cfg.StatePath, cfg.SubjectPrefix, cfg.Stream)
-		if h := fleet.HeldElsewhere(ctx, cfg); h != "" {
-			fmt.Fprintf(stdout, "WARN %s runs shop %s, not this member: the login below is a session of its own (check on %s asks it instead)\n", h, *shop, h)
-		}
-	}
 	passed := false
-	if fleetMode && *shop == "" {
+	switch {
+	case *shop != "":
+		passed = fleet.CheckShop(ctx, cfg, base, *login, version, stdout)
+	case fleetMode:
 		reg, err := fleet.ReadRegistry(base, nil)
 		if err != nil {
 			fmt.Fprintln(stdout, "FAIL", err)
 			return exitConfig
 		}
 		passed = reg.CheckAll(ctx, version, stdout)
-	} else {
+	default:
 		passed = pipeline.Check(ctx, cfg, version, stdout)
 	}
 	if !passed {

@@ -55,6 +55,16 @@ func TestCheckShopOfFleet(t *testing.T) {
 		}
 	}
 
+	// shop-002's stored session was reused: its warning is named, with
+	// the fleet's way to try the credentials.
+	if !strings.Contains(out, "ok   shop shop-002 (1 warning)\n     WARN password not tried") || !strings.Contains(out, "watcher check -shop shop-002 -login") || strings.Contains(out, "WATCHER_STATE_PATH") {
+		t.Errorf("check of the whole fleet: shop-002's warning not named, or single-shop advice:\n%s", out)
+	}
+	code, out, _ = fleetCmd(t, "check", "-shop", "shop-002", "-login")
+	if code != exitOK || !strings.Contains(out, "-login: the credentials of shop shop-002 are tried") || strings.Contains(out, "password not tried") {
+		t.Errorf("check -shop shop-002 -login: exit %d:\n%s", code, out)
+	}
+
 	t.Setenv("WATCHER_SHOPS_FILE", "")
 	code, out, _ = fleetCmd(t, "check", "-shop", "shop-001")
 	if code != exitConfig || !strings.Contains(out, "WATCHER_SHOPS_FILE is not set") {

@@ -2274,7 +2274,10 @@ func TestFleetValues(t *testing.T) {
 	}{
 		{[]string{`fleet.shops.registry=[]`}, "fleet.shops.existingSecret"},                             // no shops at all
 		{[]string{`fleet.shops.existingSecret="shops"`}, "would be ignored"},                            // both
-		{[]string{entry(`,"password":"p"`)}, "password"},                                                // never the password itself
+		{[]string{entry(`,"password":"p"`)}, "put it in fleet.shops.passwords"},                         // never the password itself, and how to fix it
+		{[]string{entry(`,"passwordFile":"/etc/secrets/a"`)}, "/passwordFile"},                          // outside the mounted shops Secret
+		{[]string{entry(`,"passwordEnv":"A","id":"Berlin"`)}, "/id"},                                    // the binary's ids are lower-case
+		{[]string{entry(`,"passwordEnv":"A","id":"-a"`)}, "/id"},                                        // not first
 		{[]string{entry(``)}, "passwordFile"},                                                           // no reference
 		{[]string{entry(`,"passwordFile":"/etc/orderwatch/shops/x","passwordEnv":"X"`)}, "passwordEnv"}, // both references
 		{[]string{entry(`,"passwordFile":"/etc/orderwatch/shops/nokey"`)}, "names no key"},              // a file the Secret lacks

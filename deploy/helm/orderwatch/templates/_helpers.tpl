@@ -191,6 +191,15 @@ start-up (exit 2, a crash loop) or what would leave a shop without its password.
 {{- fail (printf "fleet.shops.registry[%d]: the id %q is used twice" $i $e.id) }}
 {{- end }}
 {{- $_ := set $ids $e.id true }}
+{{- if hasKey $e "password" }}
+{{- fail (printf "fleet.shops.registry[%d] (id %q): a password in clear is not accepted (it would sit in the registry and in the release's values): put it in fleet.shops.passwords (key -> password) and name it with \"passwordFile\": \"%s/<key>\", or set \"passwordEnv\" to a variable given with extraEnv" $i $e.id $dir) }}
+{{- end }}
+{{- if and $e.passwordFile $e.passwordEnv }}
+{{- fail (printf "fleet.shops.registry[%d] (id %q): passwordFile and passwordEnv both set: name one" $i $e.id) }}
+{{- end }}
+{{- if not (or $e.passwordFile $e.passwordEnv) }}
+{{- fail (printf "fleet.shops.registry[%d] (id %q): no password reference: set passwordFile (%s/<key of fleet.shops.passwords>) or passwordEnv" $i $e.id $dir) }}
+{{- end }}
 {{- with $e.passwordFile }}
 {{- if and (hasPrefix (printf "%s/" $dir) .) (not (hasKey $f.shops.passwords (trimPrefix (printf "%s/" $dir) .))) }}
 {{- fail (printf "fleet.shops.registry[%d] (id %q): passwordFile %s names no key of fleet.shops.passwords" $i $e.id .) }}
