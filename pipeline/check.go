@@ -322,7 +322,7 @@ func WriteLacks(w io.Writer, f lease.ServerFeatures) {
 // holds the lease of this shop and stream. Informational: no replica
 // holding it is a warning (none running, or a takeover under way).
 func checkLease(ctx context.Context, cfg *Config, nc *nats.Conn, w io.Writer) {
-	key, err := replica.GroupKey(ctx, nc, cfg.LeaseBucket, cfg.GroupKey(), cfg.LegacyGroupKey())
+	key, err := replica.GroupKey(ctx, nc, cfg.LeaseBucket, cfg.GroupKey(), cfg.LegacyGroupKey(), cfg.Shop())
 	v, found, exists := lease.Value{}, false, false
 	if err == nil {
 		v, found, exists, err = replica.Holder(ctx, nc, cfg.LeaseBucket, key)

@@ -216,7 +216,7 @@ func (w *Watcher) refuseOtherShop() error {
 	if !w.cfg.Lease || w.cfg.Stream == "" {
 		return nil
 	}
-	key, err := replica.GroupKey(ctx, w.nc, w.cfg.LeaseBucket, w.cfg.GroupKey(), w.cfg.LegacyGroupKey())
+	key, err := replica.GroupKey(ctx, w.nc, w.cfg.LeaseBucket, w.cfg.GroupKey(), w.cfg.LegacyGroupKey(), w.cfg.Shop())
 	if err != nil {
 		return nil
 	}

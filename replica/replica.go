@@ -458,7 +458,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 		return err
 	}
 	js, kv, ttl, ckv, dumps, name, replicas := b.JS, b.Lease, b.TTL, b.Checkpoints, b.Dumps, b.Name, b.Replicas
-	key, err := handles{lease: kv, ckpt: ckv, dumps: dumps}.groupKey(ctx, r.cfg.Key, r.cfg.LegacyKey)
+	key, err := handles{lease: kv, ckpt: ckv, dumps: dumps}.groupKey(ctx, r.cfg.Key, r.cfg.LegacyKey, r.cfg.Shop)
 	if err != nil {
 		return err
 	}

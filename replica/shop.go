@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -19,19 +20,23 @@ import (
 // stream), often the same text. A group that still has state under that
 // legacy key, and none under the new one, keeps the legacy key (GroupKey):
 // an upgrade finds its lease (a replica of the earlier version may hold it
-// during a rolling update), checkpoint and dump. `watcher reset` clears
-// both; the group then starts over under the new key.
+// during a rolling update), checkpoint and dump, but only when the group
+// under it names no other shop id: in a fleet, two entries on one URL are
+// two shops, and the legacy key of one may be the other's own key.
+// `watcher reset` clears both; the group then starts over under the new
+// key.
 
 // GroupKey is the key the group uses in the buckets <bucket>_lease,
 // _checkpoint and _snapshot: key, or legacy when the group has a
-// checkpoint, a lease or a dump under legacy and no checkpoint under key.
-// Buckets that do not exist hold nothing; nothing is created.
-func GroupKey(ctx context.Context, nc *nats.Conn, bucket, key, legacy string) (string, error) {
+// checkpoint, a lease or a dump under legacy that names no shop id other
+// than shop, and no checkpoint under key. Buckets that do not exist hold
+// nothing; nothing is created.
+func GroupKey(ctx context.Context, nc *nats.Conn, bucket, key, legacy, shop string) (string, error) {
 	h, err := existing(ctx, nc, bucket)
 	if err != nil {
 		return "", err
 	}
-	return h.groupKey(ctx, key, legacy)
+	return h.groupKey(ctx, key, legacy, shop)
 }
 
 // existing binds the group's buckets that exist (nil: not there); it
@@ -59,17 +64,26 @@ type handles struct {
 	dumps       jetstream.ObjectStore
 }
 
-func (h handles) groupKey(ctx context.Context, key, legacy string) (string, error) {
+func (h handles) groupKey(ctx context.Context, key, legacy, shop string) (string, error) {
 	if legacy == "" || legacy == key {
 		return key, nil
 	}
 	if found, err := hasKey(ctx, h.ckpt, key); err != nil || found {
 		return key, err
 	}
+	found := false
 	for _, kv := range []jetstream.KeyValue{h.ckpt, h.lease} {
-		if found, err := hasKey(ctx, kv, legacy); err != nil || found {
-			return legacy, err
+		other, ok, err := namesShop(ctx, kv, legacy)
+		if err != nil {
+			return "", err
 		}
+		if ok && other != "" && shop != "" && other != shop {
+			return key, nil // another shop's own group
+		}
+		found = found || ok
+	}
+	if found {
+		return legacy, nil
 	}
 	if h.dumps != nil {
 		_, err := h.dumps.GetInfo(ctx, legacy)
@@ -81,6 +95,27 @@ func (h handles) groupKey(ctx context.Context, key, legacy string) (string, erro
 		}
 	}
 	return key, nil
+}
+
+// namesShop reads the value under key (a lease value or a checkpoint,
+// both with "shopId"): found, and the shop id it names ("" none: written
+// before shop ids, or not JSON).
+func namesShop(ctx context.Context, kv jetstream.KeyValue, key string) (shop string, found bool, err error) {
+	if kv == nil {
+		return "", false, nil
+	}
+	e, err := kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("%s: %w", key, err)
+	}
+	var v struct {
+		ShopID string `json:"shopId"`
+	}
+	_ = json.Unmarshal(e.Value(), &v) // an empty or foreign value names no shop
+	return v.ShopID, true, nil
 }
 
 func hasKey(ctx context.Context, kv jetstream.KeyValue, key string) (bool, error) {

@@ -37,7 +37,7 @@ func TestUpgradeKeepsTheLegacyKey(t *testing.T) {
 	if m, err := b.store.Meta(); err != nil || !m.Watermark.Equal(wm) {
 		t.Errorf("b's watermark after the takeover: %v (%v), want a's checkpoint %v", m.Watermark, err, wm)
 	}
-	if got, err := replica.GroupKey(context.Background(), b.nc, g.bucket, key, legacy); err != nil || got != legacy {
+	if got, err := replica.GroupKey(context.Background(), b.nc, g.bucket, key, legacy, "shop-a"); err != nil || got != legacy {
 		t.Errorf("GroupKey = %q, %v; want the legacy key", got, err)
 	}
 }
@@ -101,5 +101,26 @@ func TestOtherShopsCheckpointRefused(t *testing.T) {
 	}
 	if m, _ := b.store.Meta(); !m.Watermark.IsZero() {
 		t.Errorf("b took shop a's watermark %v", m.Watermark)
+	}
+}
+
+// TestLegacyKeyOfAnotherShopIsNotTaken: in a fleet, two entries on one
+// URL are two shops, and one shop's earlier-version key (lease.Key of
+// the URL) may be the other shop's own key. A group under it that names
+// another shop id is that shop's: GroupKey keeps this shop's own key.
+func TestLegacyKeyOfAnotherShopIsNotTaken(t *testing.T) {
+	g := newGroup(t)
+	legacy, key := lease.Key(shop, stream), lease.Key("shop-b", stream)
+	g.configure = func(name string, c *replica.Config) {
+		if name == "a" { // shop-a, whose own key is the legacy key of shop-b
+			c.Key, c.Shop = legacy, "shop-a"
+		}
+	}
+	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	for _, tc := range []struct{ shop, want string }{{"shop-b", key}, {"shop-a", legacy}, {"", legacy}} {
+		got, err := replica.GroupKey(context.Background(), a.nc, g.bucket, key, legacy, tc.shop)
+		if err != nil || got != tc.want {
+			t.Errorf("GroupKey for shop %q = %q, %v; want %q", tc.shop, got, err, tc.want)
+		}
 	}
 }

@@ -55,7 +55,7 @@ func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	key, err := replica.GroupKey(rctx, nc, cfg.LeaseBucket, cfg.GroupKey(), cfg.LegacyGroupKey())
+	key, err := replica.GroupKey(rctx, nc, cfg.LeaseBucket, cfg.GroupKey(), cfg.LegacyGroupKey(), cfg.Shop())
 	rep := replica.RescanReply{}
 	if err == nil {
 		rep, err = replica.RequestRescan(rctx, nc, key, req)
