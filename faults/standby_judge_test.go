@@ -83,7 +83,7 @@ func TestStandbyClaims(t *testing.T) {
 	}, "\n")
 	ts := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, "2026-11-28T21:35:"+s+"Z"); return v }
 	want := []span{{ts("20.7"), ts("30.9")}, {ts("49.0"), ts("50.0")}, {ts("51.0"), ts("52.0")}, {ts("53.0"), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}}
-	got := claims(log)
+	got := claims(log, nil)
 	if len(got) != len(want) {
 		t.Fatalf("claims %v; want %v", got, want)
 	}
@@ -91,5 +91,36 @@ func TestStandbyClaims(t *testing.T) {
 		if !got[i].from.Equal(want[i].from) || !got[i].to.Equal(want[i].to) {
 			t.Errorf("claim %d: %v; want %v", i, got[i], want[i])
 		}
+	}
+}
+
+// A replica paused (SIGSTOP) while active says "lost the lease" only when
+// it runs again: its span ends when it was stopped, the next one is
+// whole; one killed ends there.
+func TestStandbyClaimsCut(t *testing.T) {
+	ts := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, "2026-11-28T22:14:"+s+"Z"); return v }
+	log := strings.Join([]string{
+		`{"time":"2026-11-28T22:14:02.3Z","msg":"holding the lease: this replica is active"}`,
+		`{"time":"2026-11-28T22:14:18.36Z","msg":"lost the lease: this replica is a standby now"}`,
+		`{"time":"2026-11-28T22:14:33.5Z","msg":"holding the lease: this replica is active"}`,
+		`{"time":"2026-11-28T22:14:35.6Z","msg":"orderwatch started"}`,
+	}, "\n")
+	got := claims(log, []time.Time{ts("00.0"), ts("06.0"), ts("35.5")})
+	want := []span{{ts("02.3"), ts("06.0")}, {ts("33.5"), ts("35.5")}}
+	if len(got) != len(want) || !got[0].to.Equal(want[0].to) || !got[1].to.Equal(want[1].to) {
+		t.Errorf("claims %v; want %v", got, want)
+	}
+	// The run of 22:14 (SIGSTOP of r2 at 06.0, r1 active at 15.1, r2 said
+	// "lost" at 18.36 after SIGCONT, the watch missing revisions from
+	// before 18.3 for the NATS restart): r1's call at 18.323 is r1's.
+	said := map[string][]span{"r1": {{ts("15.1"), ts("25.3")}}, "r2": got}
+	history := []tenure{{from: ts("15.1"), holder: "r1"}, {from: ts("18.0"), unknown: true}}
+	call := []access{{ts("18.323"), "r1", "/rest/orders/search"}}
+	if bad, _ := judgeCalls(history, said, call); len(bad) > 0 {
+		t.Errorf("flagged %q", bad)
+	}
+	said["r2"] = claims(log, nil) // not cut: r2's stale word overlaps
+	if bad, _ := judgeCalls(history, said, call); len(bad) != 1 {
+		t.Errorf("uncut: flagged %q; want the call", bad)
 	}
 }

@@ -36,11 +36,17 @@ import (
 type replicaProc struct {
 	*faultEnv
 	name string
+	// cuts are when the test stopped or killed the process (under mu):
+	// it makes no call from then on in the tenure it was in (see claims).
+	cuts []time.Time
 }
 
 func (p *replicaProc) signal(sig syscall.Signal) {
 	p.mu.Lock()
 	c := p.proc
+	if sig == syscall.SIGSTOP || sig == syscall.SIGKILL {
+		p.cuts = append(p.cuts, time.Now())
+	}
 	p.mu.Unlock()
 	_ = c.Process.Signal(sig)
 }
@@ -179,18 +185,28 @@ func holderAt(tenures []tenure, t time.Time) (holder string, known bool) {
 
 // span is a stretch of time during which a replica said it was active
 // (its log: from "this replica is active" to "lost the lease", "released
-// the lease" or the next start of its process).
+// the lease" or the next start of its process), cut short when the test
+// stopped or killed it: a process paused past its deadline says "lost"
+// only once it runs again, but its fence (Gate) stopped it at the deadline,
+// and it must make no call after SIGCONT.
 type span struct{ from, to time.Time }
 
-// claims reads a replica's log: the spans it said it was active.
-func claims(log string) []span {
+// claims reads a replica's log: the spans it said it was active, each cut
+// at the first of cuts inside it.
+func claims(log string, cuts []time.Time) []span {
 	var out []span
 	var open time.Time
 	end := func(at time.Time) {
-		if !open.IsZero() {
-			out = append(out, span{open, at})
-			open = time.Time{}
+		if open.IsZero() {
+			return
 		}
+		for _, c := range cuts {
+			if !c.Before(open) && c.Before(at) {
+				at = c
+			}
+		}
+		out = append(out, span{open, at})
+		open = time.Time{}
 	}
 	for _, line := range strings.Split(log, "\n") {
 		var l struct {
@@ -373,7 +389,7 @@ func (e *standbyEnv) checkCalls() (calls map[string]int) {
 	said := map[string][]span{}
 	for _, p := range e.reps {
 		p.mu.Lock()
-		said[p.name] = claims(p.logs.String())
+		said[p.name] = claims(p.logs.String(), p.cuts)
 		p.mu.Unlock()
 	}
 	e.mu.Lock()
