@@ -410,7 +410,17 @@ func (e *standbyEnv) checkCalls() (calls map[string]int) {
 	if byServer == 0 {
 		e.t.Errorf("none of the %d calls judged by the lease key's history: the watch saw nothing", len(e.accesses))
 	}
-	e.t.Logf("calls judged by the lease key's history: %d of %d (the rest by the replicas' logs, where the watch missed revisions)", byServer, len(e.accesses))
+	var gaps []string
+	for i, tn := range e.tenures {
+		if tn.unknown {
+			to := "the end"
+			if i+1 < len(e.tenures) {
+				to = e.tenures[i+1].from.Format("15:04:05.000")
+			}
+			gaps = append(gaps, tn.from.Format("15:04:05.000")+"-"+to)
+		}
+	}
+	e.t.Logf("calls judged by the lease key's history: %d of %d; the rest by the replicas' logs, where the watch missed revisions: %v", byServer, len(e.accesses), gaps)
 	return calls
 }
 
