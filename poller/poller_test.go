@@ -60,8 +60,15 @@ var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 
 func newEnv(t *testing.T, simCfg plentysim.Config, cfg poller.Config) *env {
 	t.Helper()
+	return newEnvAhead(t, simCfg, cfg, 0)
+}
+
+// newEnvAhead is newEnv with the service's clock ahead of the local one
+// by ahead (behind when negative): its stamps and its Date.
+func newEnvAhead(t *testing.T, simCfg plentysim.Config, cfg poller.Config, ahead time.Duration) *env {
+	t.Helper()
 	clk := &clock{t: t0}
-	simCfg.Now = clk.Now
+	simCfg.Now = func() time.Time { return clk.Now().Add(ahead) }
 	if simCfg.Seed == 0 {
 		simCfg.Seed = 7
 	}
