@@ -16,8 +16,7 @@ import (
 // path keeps a position of its own.
 //
 // Its times are the service's (stamps, and the reads' reference: the
-// stamp evidence, a lower bound of the service's clock when the read
-// began, see evidence), never the local clock. Only a read that got to its
+// watermark when the read began, see reads.go), never the local clock. Only a read that got to its
 // end, verified (constant totalsCount, every page, every order of a bulk
 // second), is recorded; one that fails, is cut or stops at a page limit
 // leaves its stretch owed. It is committed in the same transaction as the
@@ -85,7 +84,7 @@ func quantize(age time.Duration, levels []time.Duration) time.Duration {
 }
 
 // record notes a verified read of the window [lo, hi] that began when the
-// service's clock was at least ref, under the promised ages levels
+// watermark was at ref, under the promised ages levels
 // (ascending): a stamp x in it was read at an age of ref - x or more. A
 // stamp already read at a greater age keeps it.
 func (l *ledger) record(lo, hi, ref time.Time, levels []time.Duration) {
@@ -94,10 +93,13 @@ func (l *ledger) record(lo, hi, ref time.Time, levels []time.Duration) {
 		return
 	}
 	from = maxTime(from, l.Floor)
-	// Cut at each level's boundary: x reached age P iff x <= ref - P.
+	// A stamp's second x is claimed at ref - (x + 1s): a change stamped in
+	// it that became visible when the watermark reached ref itself (the
+	// read may have come first) is not claimed. Cut at each level's
+	// boundary: the second x reached age P iff x + 1s <= ref - P.
 	cuts := []time.Time{from, to}
 	for _, p := range levels {
-		if c := sec(ref.Add(-p)).Add(time.Second); c.After(from) && c.Before(to) {
+		if c := sec(ref.Add(-p)); c.After(from) && c.Before(to) {
 			cuts = append(cuts, c)
 		}
 	}
@@ -105,7 +107,7 @@ func (l *ledger) record(lo, hi, ref time.Time, levels []time.Duration) {
 	cuts = slices.CompactFunc(cuts, time.Time.Equal)
 	for i := 0; i+1 < len(cuts); i++ {
 		a, b := cuts[i], cuts[i+1]
-		l.overlay(span{From: a, To: b, Age: quantize(ref.Sub(b.Add(-time.Second)), levels)})
+		l.overlay(span{From: a, To: b, Age: quantize(ref.Sub(b), levels)})
 	}
 	l.compact(levels)
 }
@@ -206,6 +208,16 @@ func (l *ledger) owed(p time.Duration, upto time.Time) (from, to time.Time, ok b
 	return time.Time{}, time.Time{}, false
 }
 
+// window is the next window [lo, hi] (both ends included) a read at age
+// p reads: the lowest owed stretch at or below the stamp upto.
+func (l *ledger) window(p time.Duration, upto time.Time) (lo, hi time.Time, ok bool) {
+	from, to, ok := l.owed(p, sec(upto).Add(time.Second))
+	if !ok {
+		return time.Time{}, time.Time{}, false
+	}
+	return from, to.Add(-time.Second), true
+}
+
 // owedEnd is where the owed stretch starting at from ends: at the first
 // span read at p or more above it, or at upto.
 func (l *ledger) owedEnd(p time.Duration, from, upto time.Time) time.Time {
@@ -257,7 +269,7 @@ func (l *ledger) validate(bound time.Time) bool {
 		if s.From.Before(l.Floor) {
 			s.From, cut = l.Floor, true
 		}
-		if most := bound.Sub(s.To.Add(-time.Second)); s.Age > most {
+		if most := bound.Sub(s.To); s.Age > most {
 			s.Age, cut = max(most, 0), true
 		}
 		if len(out) > 0 && out[len(out)-1].To.After(s.From) {
@@ -268,6 +280,31 @@ func (l *ledger) validate(bound time.Time) bool {
 	}
 	l.Spans = out
 	return cut
+}
+
+// relevel follows a change of a promised age from old to new: what was
+// read at the old age kept the promise in force when it was read, and
+// keeps the new one (the promise follows the measured late arrivals going
+// forward; a widening does not send the re-reads back over the history).
+// Never up to or past the next age promised (above: the levels).
+func (l *ledger) relevel(old, new time.Duration, levels []time.Duration) {
+	if old == new || old <= 0 || new <= 0 {
+		return
+	}
+	for _, p := range levels {
+		if p > old && p != new && new >= p {
+			return
+		}
+	}
+	out := l.Spans[:0]
+	for _, s := range l.Spans {
+		if s.Age == old {
+			s.Age = new
+		}
+		out = appendSpan(out, s)
+	}
+	l.Spans = out
+	l.compact(levels)
 }
 
 // rewind takes a clock of the service that went back by jump: what was

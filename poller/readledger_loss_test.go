@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 )
@@ -93,13 +94,26 @@ func quietRun(t *testing.T, e *env, fail *atomic.Bool, onSweep func(n int, st po
 	}))
 	t.Cleanup(proxy.Close)
 	e.srv = proxy
-	e.restart()
+	// A client that gives up on a failing call at once (its retries are on
+	// the wall clock).
+	var err error
+	e.client, err = plenty.New(plenty.Config{
+		BaseURL: proxy.URL, Username: "demo", Password: "demo", Tokens: e.store, Now: e.clk.Now,
+		Pacer: plenty.NewPacer(plenty.PacerConfig{Reserve: 1, Now: e.clk.Now, Sleep: e.clk.Sleep}),
+		Retry: plenty.RetryConfig{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.poll, err = poller.New(e.client, e.store, e.cfg); err != nil {
+		t.Fatal(err)
+	}
 	tm := poller.NewTimings(poller.TimingsConfig{Records: e.store})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := 0
 	next := e.clk.Now()
-	err := e.poll.Run(ctx, poller.RunConfig{
+	err = e.poll.Run(ctx, poller.RunConfig{
 		CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls,
 		OnSweep: func(st poller.Stats, _ error) {
 			n++

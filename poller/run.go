@@ -129,21 +129,23 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 	defer func() { p.cfg.OnProgress = report }()
 	// A probe in progress: the part of its window not read yet.
 	var probe struct {
-		on       bool
-		next, to time.Time
-		width    time.Duration // of its last slice
-		started  time.Time
+		on      bool
+		to      time.Time     // the newest stamp it reads (the watermark minus probeLate when it began)
+		width   time.Duration // of its last slice
+		started time.Time
 	}
-	// The overlap's re-read, split off (secondlook.go); how far it got is
-	// kept in the budget's record (restored above), so that a restart or a
-	// takeover goes on from there.
-	look := &secondLook{checked: rc.Budget.checked}
+	// The overlap's re-read, split off (secondlook.go); what it and the
+	// probes read is in the read ledger (ledger.go), saved with every read.
+	// An earlier version kept the second look's position in the budget's
+	// record: the ledger starts from it when it has no record of its own.
+	p.legacyChecked = rc.Budget.checked
+	look := &secondLook{}
 	// reread reads [from, to] again between two sweeps (a second look, a
 	// probe's slice): its calls are charged as they go out and counted in
 	// the pace as part of the sweep they follow, and its figures are added
 	// to the sweep's (st). stop: ctx ended; the budget is saved.
-	reread := func(st *Stats, from, to time.Time, maxCalls int, width *time.Duration) (rs Stats, next time.Time, err error, stop bool) {
-		rs, next, err = p.Recheck(ctx, from, to, maxCalls, width)
+	reread := func(st *Stats, from, to time.Time, maxCalls int, width *time.Duration, need time.Duration) (rs Stats, next time.Time, err error, stop bool) {
+		rs, next, err = p.recheck(ctx, from, to, maxCalls, width, need)
 		now := p.cfg.Now()
 		in := progressed
 		pc := charged(rs.Calls)
@@ -171,7 +173,13 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		if rc.Timings != nil {
 			// Sweeps run one at a time, in this goroutine: the sweep reads
 			// its settle and overlap from the config.
+			was := p.cfg.Overlap
 			p.cfg.Settle, p.cfg.Overlap = rc.Timings.Next()
+			p.reads.relevel(was, p.cfg.Overlap, p.levels())
+			p.probeLevel = 0
+			if rc.Timings.Probing() {
+				p.probeLevel = probeLate
+			}
 			rate, _ := rc.Budget.Rate()
 			p.reread = look.reread(p.cfg.Overlap, p.cfg.Settle, rc.Interval, rate, rc.Timings.InForce().OverlapSource != SourceExplicit)
 		}
@@ -203,21 +211,25 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
 			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
 			look.swept(st, err, p.cfg.Overlap, p.page)
-			rc.Budget.checked = look.checked
-			if from, to, ok := look.due(st.Watermark, p.cfg.Overlap, st.Start.Sub(opStartPrev)); ok && err == nil {
+			// The newest second a read now reaches at the overlap's age
+			// (ledger.record: a second is claimed at the reference minus
+			// its end).
+			horizon := st.Watermark.Add(-p.cfg.Overlap - time.Second)
+			if !look.split {
+				// The next sweep reads from what is owed (sweepFrom),
+				// down to secondLookMax below its overlap: the second
+				// look reads what lies below that.
+				horizon = horizon.Add(-secondLookMax)
+			}
+			from, to, owed := p.owedWindow(p.cfg.Overlap, horizon)
+			if owed && err == nil && !st.Watermark.IsZero() && look.due(from, horizon, st.Start.Sub(opStartPrev)) {
 				// The second look: what left the overlap, read once more,
 				// the whole window first (no slice width carried over).
 				p.inLook = true // its finds are within the overlap: no warning (sweep.late)
-				rs, next, lerr, stop := reread(&st, from, to, 2, nil)
+				rs, _, lerr, stop := reread(&st, from, to, 2, nil, p.cfg.Overlap)
 				p.inLook = false
 				if stop {
 					return nil
-				}
-				if lerr == nil {
-					// An error ends Recheck with its whole window as its
-					// next: what it did not read is read by the next one.
-					look.checked = next
-					rc.Budget.checked = next
 				}
 				// Found below the overlap, but missed by the sweeps that read
 				// its second within freshOverlap only: late by about that.
@@ -233,12 +245,8 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 					p.log.Warn("the second look at the window that left the overlap ended early; the next one reads it again", "from", from.Format(time.RFC3339), "err", lerr)
 				}
 			}
-			if err == nil && !probe.on && !st.Watermark.IsZero() && rc.Timings.ProbeDue(now) {
-				to := st.Watermark.Add(-p.cfg.Overlap)
-				if !look.checked.IsZero() && look.checked.Before(to) {
-					to = look.checked // above it: the second look's
-				}
-				probe.on, probe.next, probe.to, probe.width, probe.started = true, st.Watermark.Add(-rc.Timings.ProbeWindow()), to, 0, now
+			if err == nil && !probe.on && p.readsLoaded && !st.Watermark.IsZero() && p.probeLevel > 0 && rc.Timings.ProbeDue(now) {
+				probe.on, probe.to, probe.width, probe.started = true, st.Watermark.Add(-p.probeLevel-time.Second), 0, now
 			}
 			// Where the short period leaves no room for a call besides the
 			// sweeps', a probe slice would delay the next sweep: it waits
@@ -246,21 +254,32 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 			pace, _ := rc.Budget.Pace(rc.Interval)
 			if probe.on && (slack(throttle(), pace) || now.Sub(probe.started) >= probeEvery) {
 				// One slice of the probe after each sweep: a change waits
-				// behind at most one slice of old pages.
-				rs, next, rerr, stop := reread(&st, probe.next, probe.to, 1, &probe.width)
-				if stop {
-					return nil
+				// behind at most one slice of old pages. It reads what the
+				// ledger still owes at the probes' age, and nothing else.
+				pfrom, pto, owed := p.owedWindow(p.probeLevel, probe.to)
+				var rs Stats
+				var rerr error
+				if owed {
+					var stop bool
+					rs, _, rerr, stop = reread(&st, pfrom, pto, 1, &probe.width, p.probeLevel)
+					if stop {
+						return nil
+					}
+					st.Probe = true
+					_, _, owed = p.owedWindow(p.probeLevel, probe.to)
 				}
 				now = p.cfg.Now()
-				probe.next = next
-				done := rerr != nil || !next.Before(probe.to)
-				rc.Timings.Observe(now, rs.LateArrivals, p.cfg.Settle, p.cfg.Overlap, done)
-				probe.on = !done
-				st.Probe = true
-				st.LateArrivals = append(st.LateArrivals, rs.LateArrivals...)
-				if rerr != nil {
-					p.log.Warn("a probe of the window below the overlap ended early; the next one reads it again", "from", probe.next.Format(time.RFC3339), "err", rerr)
+				switch {
+				case rerr != nil:
+					probe.on = false
+					rc.Timings.Observe(now, rs.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
+					rc.Timings.ProbeFailed(now)
+					p.log.Warn("a probe of the window below the overlap ended early; the next one reads it again", "from", pfrom.Format(time.RFC3339), "err", rerr)
+				default:
+					probe.on = owed
+					rc.Timings.Observe(now, rs.LateArrivals, p.cfg.Settle, p.cfg.Overlap, !owed)
 				}
+				st.LateArrivals = append(st.LateArrivals, rs.LateArrivals...)
 			}
 		}
 		th := throttle()
@@ -271,6 +290,7 @@ func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
 		}
 		st.NextGap, st.GapReason = gap, why
 		st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, th)
+		st.ReadOwed = p.ReadOwed(st.Watermark)
 		st.Timings.Settle, st.Timings.Overlap = p.cfg.Settle, p.cfg.Overlap
 		if rc.Timings != nil {
 			st.Timings = rc.Timings.InForce()

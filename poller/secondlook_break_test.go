@@ -181,6 +181,9 @@ func (b busyRun) run(t *testing.T) busyResult {
 					l := lateness[rnd.IntN(len(lateness))]
 					at := st.Watermark.Add(-l)
 					id := e.sim.AddOrder(plentysim.Order{CreatedAt: at, UpdatedAt: at}).ID
+					if testing.Verbose() {
+						t.Logf("INJECT %d at %s (watermark %s) now %s", id, at.UTC().Format(time.TimeOnly), st.Watermark.UTC().Format(time.TimeOnly), e.clk.Now().UTC().Format(time.TimeOnly))
+					}
 					res.late = append(res.late, id)
 					res.lateAt[id] = l
 					added[id] = true
@@ -227,6 +230,9 @@ func (b busyRun) run(t *testing.T) busyResult {
 	if lost > 5 {
 		t.Errorf("%d late commits in all have no event", lost)
 	}
+	if lost > 0 {
+		t.Logf("last watermark %s, read ledger: %s", last.UTC().Format(time.TimeOnly), e.poll.LedgerString())
+	}
 	missed := 0
 	for id := range added {
 		o, _ := e.sim.Order(id)
@@ -238,8 +244,10 @@ func (b busyRun) run(t *testing.T) busyResult {
 		t.Errorf("%d changes below the watermark have no event", missed)
 	}
 	// Every late commit was within the overlap, half of it or less beyond
-	// the sweeps' 5 s: none is close to the overlap.
-	if n := overlapWarnings.Load(); n != 0 {
+	// the sweeps' 5 s: none is close to the overlap, but for one found by
+	// the whole-overlap sweeps a restarted process starts with (before it
+	// measured the density that splits them), one a restart.
+	if n := overlapWarnings.Load(); n > int64(res.restarts) {
 		t.Errorf("%d warnings that a change arrived close to the overlap; want none (found by the second look, late by at most 9.5 s)", n)
 	}
 	if res.beyond != 0 {
