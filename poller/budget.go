@@ -425,6 +425,18 @@ func (b *Budget) Restore(s BudgetState, now time.Time) {
 	}
 }
 
+// SetNext sets when the next sweep may start (next) and the gap it was
+// derived from (Gap): saved with the budget, it holds a successor as it
+// holds this process.
+func (b *Budget) SetNext(next time.Time, gap time.Duration) {
+	b.next, b.gap = next, gap
+}
+
+// LegacyChecked is the second look's position a record of an earlier
+// version held (BudgetState.Checked; zero: none), for the read ledger to
+// migrate.
+func (b *Budget) LegacyChecked() time.Time { return b.checked }
+
 // NotBefore is the earliest start of the next sweep that a restored state
 // holds (zero when none).
 func (b *Budget) NotBefore() time.Time { return b.next }

@@ -237,6 +237,19 @@ type Stats struct {
 	ReadOwed time.Duration
 }
 
+// add adds the figures of a read made after the sweep (a second look, a
+// probe's slice) to the sweep's.
+func (s *Stats) add(r Stats) {
+	s.Calls += r.Calls
+	s.Pages += r.Pages
+	s.Orders += r.Orders
+	s.Rescans += r.Rescans
+	s.BadEntries += r.BadEntries
+	for typ, n := range r.Events {
+		s.Events[typ] += n
+	}
+}
+
 // EventCount is the number of events of all types.
 func (s Stats) EventCount() int {
 	n := 0

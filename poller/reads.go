@@ -162,3 +162,28 @@ func (p *Poller) owedWindow(level time.Duration, upto time.Time) (lo, hi time.Ti
 	}
 	return p.reads.window(level, upto)
 }
+
+// ledger is the read ledger, nil before it is loaded (the scheduler's
+// view: nothing planned during a first sync).
+func (p *Poller) ledger() *ledger {
+	if !p.readsLoaded {
+		return nil
+	}
+	return &p.reads
+}
+
+// setTimings sets what the next sweep reads (Run, between two sweeps):
+// settle and overlap, whether the probes run (the ledger then owes every
+// second a read at probeLate), and how far below the watermark it reads
+// (secondlook.go). What the ledger holds at the overlap's age follows a
+// change of it (ledger.relevel).
+func (p *Poller) setTimings(settle, overlap time.Duration, probing bool, reread time.Duration) {
+	was := p.cfg.Overlap
+	p.cfg.Settle, p.cfg.Overlap = settle, overlap
+	p.probeLevel = 0
+	if probing {
+		p.probeLevel = probeLate
+	}
+	p.reads.relevel(was, overlap, p.levels())
+	p.reread = reread
+}
