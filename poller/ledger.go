@@ -284,10 +284,14 @@ func (l *ledger) validate(bound time.Time) bool {
 
 // relevel follows a change of a promised age from old to new: what was
 // read at the old age kept the promise in force when it was read, and
-// keeps the new one (the promise follows the measured late arrivals going
-// forward; a widening does not send the re-reads back over the history).
-// Never up to or past the next age promised (above: the levels).
-func (l *ledger) relevel(old, new time.Duration, levels []time.Duration) {
+// keeps the new one where no change can become visible within the new
+// promise any more: at stamps below horizon (the watermark minus the new
+// age); above it, a widened promise is owed anew (the promise follows the
+// measured late arrivals going forward, and a widening does not send the
+// re-reads back over the history). A narrowing holds everywhere. Never up
+// to or past another age promised (levels: those promised before the
+// change and after it).
+func (l *ledger) relevel(old, new time.Duration, levels []time.Duration, horizon time.Time) {
 	if old == new || old <= 0 || new <= 0 {
 		return
 	}
@@ -296,15 +300,25 @@ func (l *ledger) relevel(old, new time.Duration, levels []time.Duration) {
 			return
 		}
 	}
-	out := l.Spans[:0]
+	if new < old {
+		horizon = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	horizon = sec(horizon)
+	out := make([]span, 0, len(l.Spans)+1)
 	for _, s := range l.Spans {
-		if s.Age == old {
-			s.Age = new
+		if s.Age != old || !s.From.Before(horizon) {
+			out = appendSpan(out, s)
+			continue
 		}
+		if s.To.After(horizon) {
+			out = appendSpan(out, span{From: s.From, To: horizon, Age: new})
+			out = appendSpan(out, span{From: horizon, To: s.To, Age: old})
+			continue
+		}
+		s.Age = new
 		out = appendSpan(out, s)
 	}
 	l.Spans = out
-	l.compact(levels)
 }
 
 // rewind takes a clock of the service that went back by jump: what was

@@ -177,13 +177,22 @@ func (p *Poller) ledger() *ledger {
 // second a read at probeLate), and how far below the watermark it reads
 // (secondlook.go). What the ledger holds at the overlap's age follows a
 // change of it (ledger.relevel).
-func (p *Poller) setTimings(settle, overlap time.Duration, probing bool, reread time.Duration) {
-	was := p.cfg.Overlap
+// watermark is the last sweep's (zero: none yet).
+func (p *Poller) setTimings(settle, overlap time.Duration, probing bool, reread time.Duration, watermark time.Time) {
+	was, before := p.cfg.Overlap, p.levels()
 	p.cfg.Settle, p.cfg.Overlap = settle, overlap
 	p.probeLevel = 0
 	if probing {
 		p.probeLevel = probeLate
 	}
-	p.reads.relevel(was, overlap, p.levels())
+	// Never past an age promised before or now (the probes' stop when
+	// the overlap reaches its ceiling: what was read at the overlap did
+	// not keep theirs).
+	horizon := time.Time{}
+	if !watermark.IsZero() {
+		horizon = watermark.Add(-overlap - time.Second)
+	}
+	p.reads.relevel(was, overlap, append(before, p.levels()...), horizon)
+	p.reads.compact(p.levels())
 	p.reread = reread
 }

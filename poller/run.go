@@ -86,6 +86,7 @@ type runner struct {
 	// the budget is saved at most every second or saveEvery calls.
 	opStart, opStartPrev, lastSave time.Time
 	unsaved                        int
+	watermark                      time.Time // after the last sweep
 }
 
 // saveEvery is how many calls of a sweep at most go out between two saves
@@ -206,7 +207,7 @@ func (r *runner) prepare() {
 	settle, overlap := rc.Timings.Next()
 	rate, _ := rc.Budget.Rate()
 	reread := r.sch.look.reread(overlap, settle, rc.Interval, rate, rc.Timings.InForce().OverlapSource != SourceExplicit)
-	p.setTimings(settle, overlap, rc.Timings.Probing(), reread)
+	p.setTimings(settle, overlap, rc.Timings.Probing(), reread, r.watermark)
 }
 
 // sweep runs one sweep and charges it.
@@ -214,6 +215,7 @@ func (r *runner) sweep() (Stats, error) {
 	p := r.p
 	r.opStartPrev, r.opStart = r.opStart, p.cfg.Now()
 	st, err := p.Sweep(r.ctx)
+	r.watermark = st.Watermark
 	in, rest := r.charged(st.Calls)
 	st.Charged = in + rest
 	r.rc.Budget.Take(p.cfg.Now(), rest, r.throttle())

@@ -1,0 +1,321 @@
+package poller_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/plentysim"
+	"github.com/orderwatch/orderwatch/poller"
+)
+
+// The proof of the read ledger: a seeded randomized simulation on the fake
+// clock and the simulator, judged by the simulator's truth. The default
+// run is short (the suite's time budget); the long mode runs many
+// simulated hours:
+//
+//	go test ./poller -run TestReadLedgerSimulation -timeout 0 -args -sim-hours=1000
+//	make sim-reads SIM_HOURS=1000
+//
+// and one seed is replayed with -args -sim-seed=N -sim-minutes=M.
+var (
+	simHours   = flag.Float64("sim-hours", 0, "read-ledger simulation: simulated hours in all (long mode; 0: the default short run)")
+	simSeed    = flag.Uint64("sim-seed", 0, "read-ledger simulation: replay this seed only")
+	simMinutes = flag.Int("sim-minutes", 0, "read-ledger simulation: simulated minutes a seed runs (0: 12, or 60 in the long mode)")
+)
+
+// TestReadLedgerSimulation: quiet and busy shops at the defaults, the
+// service's clock up to 15 minutes ahead or behind, changes visible up to
+// 5 minutes after their stamp (bulk seconds of up to 10,000 orders among
+// them), searches that fail or are cut, the local clock stepped either
+// way, restarts at random instants (inside second looks and probes too).
+// Every change within the promise that the ledger says was read has
+// exactly one event, and none has two: the ledger never claims a stretch
+// that was not read; every change below the watermark that was visible
+// when the sweeps read it has its event.
+func TestReadLedgerSimulation(t *testing.T) {
+	minutes := *simMinutes
+	if minutes == 0 {
+		minutes = 12
+		if *simHours > 0 {
+			minutes = 60
+		}
+	}
+	if *simSeed != 0 {
+		runReadSim(t, *simSeed, minutes)
+		return
+	}
+	seeds := []uint64{1, 2}
+	if *simHours > 0 {
+		seeds = nil
+		for s := uint64(1); float64(len(seeds)*minutes) < *simHours*60; s++ {
+			seeds = append(seeds, 1000+s)
+		}
+	}
+	var busy atomic.Int64
+	for _, seed := range seeds {
+		if !t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			if runReadSim(t, seed, minutes) {
+				busy.Add(int64(minutes))
+			}
+		}) {
+			t.Logf("replay: go test ./poller -run 'TestReadLedgerSimulation' -args -sim-seed=%d -sim-minutes=%d", seed, minutes)
+		}
+	}
+	t.Logf("%d seeds of %d simulated minutes, %.1f busy hours", len(seeds), minutes, float64(busy.Load())/60)
+}
+
+// readSim is one seed's world.
+type readSim struct {
+	t     *testing.T
+	rnd   *rand.Rand
+	e     *env
+	ahead atomic.Int64 // the service's clock minus the local one
+	busy  bool
+
+	// proxy faults: failOld fails searches below the sweeps' window (second
+	// looks, probes) with this chance; cancelOld cancels Run inside one.
+	failOld   atomic.Int64 // per mille
+	cancelOld atomic.Bool
+	cancelMu  sync.Mutex
+	cancel    context.CancelFunc
+
+	step     time.Duration     // the local clock steps by this before the next process
+	changes  map[int64]visible // every order added, with when it became visible
+	lastAdd  time.Time         // service time
+	restarts int
+}
+
+// visible is when an order became visible: the watermark then (zero:
+// at once, stamped now).
+type visible struct {
+	watermark time.Time
+	late      time.Duration
+	overlap   time.Duration // in force when it became visible
+}
+
+func (s *readSim) now() time.Time { return s.e.clk.Now().Add(time.Duration(s.ahead.Load())) }
+
+// runReadSim runs one seed for minutes of simulated time; it says whether
+// the shop was busy.
+func runReadSim(t *testing.T, seed uint64, minutes int) bool {
+	rnd := rand.New(rand.NewPCG(seed, 32))
+	s := &readSim{t: t, rnd: rnd, busy: rnd.IntN(2) == 0, changes: map[int64]visible{}}
+	s.ahead.Store(int64(time.Duration(rnd.IntN(31)-15) * time.Minute))
+	clk := &clock{t: t0}
+	e := newEnvAhead(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}, Seed: int64(seed)}, poller.Config{}, 0)
+	s.e = e
+	// The simulator follows the service's clock (ahead of the local one by
+	// s.ahead, which a local clock step changes).
+	e.clk = clk
+	sim := plentysim.New(plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}, Seed: int64(seed), Now: s.now})
+	e.sim = sim
+	e.cfg.Now, e.cfg.Sleep = clk.Now, clk.Sleep
+	sim.Generate(20, s.now().Add(-24*time.Hour), s.now().Add(-time.Hour))
+	sim.SetFaults(plentysim.Faults{ServerErrorRate: 0.02, TruncateRate: 0.01})
+	s.serve()
+	s.lastAdd = s.now()
+	end := clk.Now().Add(time.Duration(minutes) * time.Minute)
+	quietUntil := end.Add(-3 * time.Minute) // no faults, no late changes: what is owed is read
+	t.Logf("seed %d: busy %v, service clock ahead by %v, %d minutes", seed, s.busy, time.Duration(s.ahead.Load()), minutes)
+	for clk.Now().Before(end) {
+		s.process(end, quietUntil)
+	}
+	s.judge()
+	return s.busy
+}
+
+// serve puts a proxy in front of the simulator that fails or cancels the
+// searches below the sweeps' window at random.
+func (s *readSim) serve() {
+	e := s.e
+	old := func(r *http.Request) bool {
+		v := r.URL.Query().Get("updatedAt")
+		i := strings.LastIndex(v, ",")
+		if i < 0 {
+			return false
+		}
+		to, err := time.Parse("2006-01-02T15:04:05-07:00", v[i+1:])
+		return err == nil && to.Before(s.now().Add(-40*time.Second))
+	}
+	var n atomic.Uint64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/orders/search") && old(r) {
+			if k := n.Add(1); int64(k*7919%1000) < s.failOld.Load() {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusInternalServerError)
+				w.Write([]byte(`{"error":{"message":"Internal Server Error","code":500}}`))
+				return
+			}
+			if s.cancelOld.CompareAndSwap(true, false) {
+				s.cancelMu.Lock()
+				s.cancel()
+				s.cancelMu.Unlock()
+			}
+		}
+		e.sim.ServeHTTP(w, r)
+	}))
+	s.t.Cleanup(proxy.Close)
+	e.srv = proxy
+}
+
+// process is one process: a new client and poller on the same state file,
+// Run until a restart (or the end).
+func (s *readSim) process(end, quietUntil time.Time) {
+	t, e := s.t, s.e
+	var err error
+	e.client, err = plenty.New(plenty.Config{
+		BaseURL: e.srv.URL, Username: "demo", Password: "demo", Tokens: e.store, Now: e.clk.Now,
+		Pacer: plenty.NewPacer(plenty.PacerConfig{Reserve: 1, Now: e.clk.Now, Sleep: e.clk.Sleep}),
+		Retry: plenty.RetryConfig{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	if e.poll, err = poller.New(e.client, e.store, cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.cancelMu.Lock()
+	s.cancel = cancel
+	s.cancelMu.Unlock()
+	tm := poller.NewTimings(poller.TimingsConfig{Records: e.store})
+	err = e.poll.Run(ctx, poller.RunConfig{
+		CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls, Records: e.store,
+		OnSweep: func(st poller.Stats, _ error) {
+			if !e.clk.Now().Before(end) {
+				cancel()
+				return
+			}
+			if *simSeed != 0 && testing.Verbose() {
+				t.Logf("sweep at %s: wm %s lo %s hi %s look %v probe %v overlap %v: %s", e.clk.Now().Format(time.TimeOnly), st.Watermark.UTC().Format(time.TimeOnly),
+					st.Lo.UTC().Format(time.TimeOnly), st.Hi.UTC().Format(time.TimeOnly), st.SecondLook, st.Probe, st.Timings.Overlap, e.poll.LedgerString())
+			}
+			s.afterSweep(st, quietUntil, cancel)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.restarts++
+	if s.step != 0 {
+		e.clk.Advance(s.step)
+		s.ahead.Add(-int64(s.step))
+		s.step = 0
+	}
+}
+
+// afterSweep adds the changes of the time to the next sweep, late ones at
+// random, and the faults of the next moments.
+func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel context.CancelFunc) {
+	rnd, e := s.rnd, s.e
+	quiet := !e.clk.Now().Before(quietUntil)
+	until := s.now().Add(st.NextGap)
+	rate := 0.2
+	if s.busy {
+		rate = 20
+	}
+	if n := int(until.Sub(s.lastAdd).Seconds() * rate); n > 0 {
+		for i := range n {
+			at := s.lastAdd.Add(time.Duration(i+1) * until.Sub(s.lastAdd) / time.Duration(n))
+			s.changes[e.sim.AddOrder(plentysim.Order{CreatedAt: at, UpdatedAt: at}).ID] = visible{}
+		}
+		s.lastAdd = until
+	}
+	if quiet || st.Watermark.IsZero() {
+		s.failOld.Store(0)
+		e.sim.SetFaults(plentysim.Faults{})
+		return
+	}
+	// Late changes: stamped below the watermark, visible now.
+	if rnd.IntN(8) == 0 {
+		late := time.Duration(rnd.Int64N(int64(st.Timings.Overlap))) + time.Second
+		if rnd.IntN(3) == 0 {
+			late = time.Duration(rnd.Int64N(int64(5*time.Minute))) + time.Second // for the probes
+		}
+		k := 1
+		if rnd.IntN(40) == 0 {
+			k = 1000 + rnd.IntN(9001) // a bulk second
+		}
+		at := st.Watermark.Add(-late)
+		for range k {
+			s.changes[e.sim.AddOrder(plentysim.Order{CreatedAt: at, UpdatedAt: at}).ID] = visible{watermark: st.Watermark, late: late, overlap: st.Timings.Overlap}
+		}
+	}
+	// Faults of the next moments.
+	s.failOld.Store(int64([]int{0, 0, 0, 100, 500, 1000}[rnd.IntN(6)]))
+	s.cancelOld.Store(rnd.IntN(60) == 0) // a restart inside a second look or a probe
+	if rnd.IntN(150) == 0 {
+		// The local clock steps, ahead or back, while no process runs
+		// (within one the durations are on the monotonic clock): the
+		// next process starts on it; the service's clock does not move.
+		d := time.Duration(rnd.IntN(1200)-600) * time.Second
+		s.step = d
+		cancel()
+	}
+	if rnd.IntN(80) == 0 {
+		cancel() // a restart between two sweeps
+	}
+}
+
+// judge checks the simulator's truth against the events and the ledger.
+func (s *readSim) judge() {
+	t, e := s.t, s.e
+	count := map[int64]int{}
+	for _, ev := range e.events() {
+		count[ev.Data.OrderID]++
+	}
+	meta, err := e.store.Meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, owed, late := 0, 0, 0
+	for id, v := range s.changes {
+		o, _ := e.sim.Order(id)
+		n := count[id]
+		if n > 1 {
+			t.Errorf("order %d (stamped %v, %v late) has %d events; want one", id, o.UpdatedAt.Sub(t0), v.late, n)
+			bad++
+		}
+		if v.late > 0 {
+			late++
+		}
+		if n == 1 || o.UpdatedAt.After(meta.Watermark) {
+			continue
+		}
+		age, ok := poller.ClaimedAge(e.store, o.UpdatedAt)
+		switch {
+		case v.late == 0:
+			// Visible before any sweep read its second.
+			t.Errorf("order %d stamped %v below the watermark has no event", id, o.UpdatedAt.Sub(t0))
+			bad++
+		case ok && age >= v.late && (v.late <= v.overlap || age >= 5*time.Minute):
+			// A claim at the overlap's age promises the changes within the
+			// overlap in force when they became visible (what was read at
+			// the overlap keeps its promise when the overlap changes,
+			// ledger.relevel); one at the probes' age, every change up to
+			// it.
+			t.Errorf("order %d stamped %v, visible %v late, has no event: the ledger claims its second read at %v", id, o.UpdatedAt.Sub(t0), v.late, age)
+			bad++
+		default:
+			owed++ // not read yet at its age: the ledger owes it
+		}
+		if bad > 10 {
+			t.Fatalf("stopping after %d failures", bad)
+		}
+	}
+	t.Logf("%d changes (%d late), %d still owed a read at their age, %d restarts", len(s.changes), late, owed, s.restarts)
+}
