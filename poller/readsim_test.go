@@ -24,7 +24,7 @@ import (
 // run is short (the suite's time budget); the long mode runs many
 // simulated hours:
 //
-//	go test ./poller -run TestReadLedgerSimulation -timeout 0 -args -sim-hours=1000
+//	go test ./poller -run TestReadLedgerSimulation -timeout 0 -v -args -sim-hours=1000 -sim-busy
 //	make sim-reads SIM_HOURS=1000
 //
 // and one seed is replayed with -args -sim-seed=N -sim-minutes=M.
@@ -32,6 +32,8 @@ var (
 	simHours   = flag.Float64("sim-hours", 0, "read-ledger simulation: simulated hours in all (long mode; 0: the default short run)")
 	simSeed    = flag.Uint64("sim-seed", 0, "read-ledger simulation: replay this seed only")
 	simMinutes = flag.Int("sim-minutes", 0, "read-ledger simulation: simulated minutes a seed runs (0: 12, or 60 in the long mode)")
+	simBusy    = flag.Bool("sim-busy", false, "read-ledger simulation: every seed a busy shop (20 changes a second)")
+	simFirst   = flag.Uint64("sim-first", 1001, "read-ledger simulation, long mode: the first seed")
 )
 
 // TestReadLedgerSimulation: quiet and busy shops at the defaults, the
@@ -58,8 +60,8 @@ func TestReadLedgerSimulation(t *testing.T) {
 	seeds := []uint64{1, 2}
 	if *simHours > 0 {
 		seeds = nil
-		for s := uint64(1); float64(len(seeds)*minutes) < *simHours*60; s++ {
-			seeds = append(seeds, 1000+s)
+		for s := *simFirst; float64(len(seeds)*minutes) < *simHours*60; s++ {
+			seeds = append(seeds, s)
 		}
 	}
 	var busy atomic.Int64
@@ -110,7 +112,7 @@ func (s *readSim) now() time.Time { return s.e.clk.Now().Add(time.Duration(s.ahe
 // the shop was busy.
 func runReadSim(t *testing.T, seed uint64, minutes int) bool {
 	rnd := rand.New(rand.NewPCG(seed, 32))
-	s := &readSim{t: t, rnd: rnd, busy: rnd.IntN(2) == 0, changes: map[int64]visible{}}
+	s := &readSim{t: t, rnd: rnd, busy: rnd.IntN(2) == 0 || *simBusy, changes: map[int64]visible{}}
 	s.ahead.Store(int64(time.Duration(rnd.IntN(31)-15) * time.Minute))
 	clk := &clock{t: t0}
 	e := newEnvAhead(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}, Seed: int64(seed)}, poller.Config{}, 0)
