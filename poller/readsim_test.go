@@ -295,8 +295,8 @@ func (s *readSim) judge() {
 		if v.late > 0 {
 			late++
 		}
-		if n == 1 || o.UpdatedAt.After(meta.Watermark) {
-			continue
+		if n == 1 || o.UpdatedAt.After(meta.Watermark) || !o.UpdatedAt.After(meta.Baseline) {
+			continue // published, not reached yet, or in the first sync's silent baseline
 		}
 		age, ok := poller.ClaimedAge(e.store, o.UpdatedAt)
 		switch {
