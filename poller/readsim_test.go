@@ -8,6 +8,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -320,4 +323,89 @@ func (s *readSim) judge() {
 		}
 	}
 	t.Logf("%d changes (%d late), %d still owed a read at their age, %d restarts", len(s.changes), late, owed, s.restarts)
+}
+
+// TestReadLedgerCosts measures (READS_COST=1, a few minutes) what the
+// re-reads cost at the defaults over READS_COST_HOURS simulated hours
+// (default 3, the first half hour not counted) in a quiet shop (a change
+// every 10 s) and a busy one (20 a second): the sweeps' spacing, the calls
+// a day, and the probes' slices (one call each) per probe, with no fault
+// and no late change (docs/benchmarks.md, the read ledger).
+func TestReadLedgerCosts(t *testing.T) {
+	if os.Getenv("READS_COST") == "" {
+		t.Skip("set READS_COST=1 to measure (minutes)")
+	}
+	hours, _ := strconv.Atoi(os.Getenv("READS_COST_HOURS"))
+	if hours <= 0 {
+		hours = 3
+	}
+	for _, rate := range []float64{0.1, 20} {
+		t.Run(fmt.Sprintf("%g_per_second", rate), func(t *testing.T) {
+			e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{})
+			e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
+			tm := poller.NewTimings(poller.TimingsConfig{Records: e.store})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			from, end := t0.Add(30*time.Minute), t0.Add(time.Duration(hours)*time.Hour)
+			last := e.clk.Now()
+			var (
+				gaps                 []time.Duration
+				prev                 time.Time
+				calls, looks, nslices int
+				probes               int
+				lastProbe            time.Time
+			)
+			err := e.poll.Run(ctx, poller.RunConfig{
+				CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls,
+				OnSweep: func(st poller.Stats, _ error) {
+					until := st.Start.Add(st.NextGap)
+					if n := int(until.Sub(last).Seconds() * rate); n > 0 {
+						for i := range n {
+							at := last.Add(time.Duration(i+1) * until.Sub(last) / time.Duration(n))
+							e.sim.AddOrder(plentysim.Order{CreatedAt: at, UpdatedAt: at})
+						}
+						last = until
+					}
+					if st.Start.Before(from) {
+						prev, lastProbe = st.Start, st.Timings.LastProbe
+						return
+					}
+					gaps = append(gaps, st.Start.Sub(prev))
+					prev = st.Start
+					calls += st.Charged
+					if st.SecondLook {
+						looks++
+					}
+					if st.Probe {
+						nslices++
+					}
+					if !st.Timings.LastProbe.Equal(lastProbe) {
+						probes++
+						lastProbe = st.Timings.LastProbe
+					}
+					if !st.Start.Before(end) {
+						cancel()
+					}
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices2 := slices.Clone(gaps)
+			slices2 = slices.DeleteFunc(slices2, func(d time.Duration) bool { return d <= 0 })
+			slices.Sort(slices2)
+			var sum time.Duration
+			for _, g := range slices2 {
+				sum += g
+			}
+			span := end.Sub(from).Seconds()
+			perProbe := 0.0
+			if probes > 0 {
+				perProbe = float64(nslices) / float64(probes)
+			}
+			t.Logf("%g changes/s, %d h: %d sweeps, mean spacing %.2f s, p99 %.2f s, max %.2f s; %d calls = %.0f a day; %d second looks; %d probes ended, %d probe slices (%.1f a probe)",
+				rate, hours, len(slices2), (sum / time.Duration(len(slices2))).Seconds(), slices2[len(slices2)*99/100].Seconds(), slices2[len(slices2)-1].Seconds(),
+				calls, float64(calls)/span*86400, looks, probes, nslices, perProbe)
+		})
+	}
 }
