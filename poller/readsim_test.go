@@ -349,11 +349,11 @@ func TestReadLedgerCosts(t *testing.T) {
 			from, end := t0.Add(30*time.Minute), t0.Add(time.Duration(hours)*time.Hour)
 			last := e.clk.Now()
 			var (
-				gaps                 []time.Duration
-				prev                 time.Time
+				gaps                  []time.Duration
+				prev                  time.Time
 				calls, looks, nslices int
-				probes               int
-				lastProbe            time.Time
+				probes                int
+				lastProbe             time.Time
 			)
 			err := e.poll.Run(ctx, poller.RunConfig{
 				CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls,
