@@ -112,6 +112,25 @@ func (e *env) newClient(url string) *plenty.Client {
 	return c
 }
 
+// restartFailFast is a new process on the same state file: a client
+// that gives up on a failing call at once (its retries are on the wall
+// clock) and a poller with cfg.
+func (e *env) restartFailFast(cfg poller.Config) {
+	e.t.Helper()
+	var err error
+	e.client, err = plenty.New(plenty.Config{
+		BaseURL: e.srv.URL, Username: "demo", Password: "demo", Tokens: e.store, Now: e.clk.Now,
+		Pacer: plenty.NewPacer(plenty.PacerConfig{Reserve: 1, Now: e.clk.Now, Sleep: e.clk.Sleep}),
+		Retry: plenty.RetryConfig{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: time.Millisecond},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if e.poll, err = poller.New(e.client, e.store, cfg); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *env) sweep() poller.Stats {
 	e.t.Helper()
 	st, err := e.poll.Sweep(context.Background())

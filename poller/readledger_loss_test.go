@@ -4,12 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 )
@@ -54,17 +52,7 @@ func TestLateBulkSecondIsReadWhole(t *testing.T) {
 // own evidence, not the local clock: the restarted process goes on from
 // where the second look got, and every late commit has its event.
 func TestRestoredReadsFollowTheServiceClock(t *testing.T) {
-	res := busyRun{
-		sweeps:    230,
-		seed:      11,
-		ahead:     10 * time.Minute,
-		rate:      func(int) int { return 20 },
-		failLooks: 40,
-		restart:   func(n int, _ poller.Stats) bool { return n == 90 || n == 125 },
-	}.run(t)
-	if res.restarts != 2 {
-		t.Fatalf("%d restarts; want 2", res.restarts)
-	}
+	restartsWhileLooksFail(t, 10*time.Minute)
 }
 
 // quietRun drives a quiet shop on the fake clock through Run at the
@@ -74,46 +62,22 @@ func TestRestoredReadsFollowTheServiceClock(t *testing.T) {
 // stop.
 func quietRun(t *testing.T, e *env, fail *atomic.Bool, onSweep func(n int, st poller.Stats) bool) {
 	t.Helper()
-	old := func(r *http.Request) bool {
-		v := r.URL.Query().Get("updatedAt")
-		i := strings.LastIndex(v, ",")
-		if i < 0 {
-			return false
-		}
-		to, err := time.Parse("2006-01-02T15:04:05-07:00", v[i+1:])
-		return err == nil && to.Before(e.clk.Now().Add(-8*time.Second))
-	}
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fail.Load() && strings.HasSuffix(r.URL.Path, "/orders/search") && old(r) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			w.Write([]byte(`{"error":{"message":"Internal Server Error","code":500}}`))
+		if fail.Load() && searchBelow(r, e.clk.Now().Add(-8*time.Second)) {
+			serverError(w)
 			return
 		}
 		e.sim.ServeHTTP(w, r)
 	}))
 	t.Cleanup(proxy.Close)
 	e.srv = proxy
-	// A client that gives up on a failing call at once (its retries are on
-	// the wall clock).
-	var err error
-	e.client, err = plenty.New(plenty.Config{
-		BaseURL: proxy.URL, Username: "demo", Password: "demo", Tokens: e.store, Now: e.clk.Now,
-		Pacer: plenty.NewPacer(plenty.PacerConfig{Reserve: 1, Now: e.clk.Now, Sleep: e.clk.Sleep}),
-		Retry: plenty.RetryConfig{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.poll, err = poller.New(e.client, e.store, e.cfg); err != nil {
-		t.Fatal(err)
-	}
+	e.restartFailFast(e.cfg)
 	tm := poller.NewTimings(poller.TimingsConfig{Records: e.store})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := 0
 	next := e.clk.Now()
-	err = e.poll.Run(ctx, poller.RunConfig{
+	err := e.poll.Run(ctx, poller.RunConfig{
 		CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls,
 		OnSweep: func(st poller.Stats, _ error) {
 			n++

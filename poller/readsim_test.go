@@ -11,13 +11,11 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 )
@@ -144,22 +142,11 @@ func runReadSim(t *testing.T, seed uint64, minutes int) bool {
 // searches below the sweeps' window at random.
 func (s *readSim) serve() {
 	e := s.e
-	old := func(r *http.Request) bool {
-		v := r.URL.Query().Get("updatedAt")
-		i := strings.LastIndex(v, ",")
-		if i < 0 {
-			return false
-		}
-		to, err := time.Parse("2006-01-02T15:04:05-07:00", v[i+1:])
-		return err == nil && to.Before(s.now().Add(-40*time.Second))
-	}
 	var n atomic.Uint64
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/orders/search") && old(r) {
+		if searchBelow(r, s.now().Add(-40*time.Second)) {
 			if k := n.Add(1); int64(k*7919%1000) < s.failOld.Load() {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusInternalServerError)
-				w.Write([]byte(`{"error":{"message":"Internal Server Error","code":500}}`))
+				serverError(w)
 				return
 			}
 			if s.cancelOld.CompareAndSwap(true, false) {
@@ -178,27 +165,16 @@ func (s *readSim) serve() {
 // Run until a restart (or the end).
 func (s *readSim) process(end, quietUntil time.Time) {
 	t, e := s.t, s.e
-	var err error
-	e.client, err = plenty.New(plenty.Config{
-		BaseURL: e.srv.URL, Username: "demo", Password: "demo", Tokens: e.store, Now: e.clk.Now,
-		Pacer: plenty.NewPacer(plenty.PacerConfig{Reserve: 1, Now: e.clk.Now, Sleep: e.clk.Sleep}),
-		Retry: plenty.RetryConfig{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := e.cfg
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	if e.poll, err = poller.New(e.client, e.store, cfg); err != nil {
-		t.Fatal(err)
-	}
+	e.restartFailFast(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s.cancelMu.Lock()
 	s.cancel = cancel
 	s.cancelMu.Unlock()
 	tm := poller.NewTimings(poller.TimingsConfig{Records: e.store})
-	err = e.poll.Run(ctx, poller.RunConfig{
+	err := e.poll.Run(ctx, poller.RunConfig{
 		CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls, Records: e.store,
 		OnSweep: func(st poller.Stats, _ error) {
 			if !e.clk.Now().Before(end) {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 )
@@ -73,20 +72,12 @@ func (b busyRun) run(t *testing.T) busyResult {
 	// more).
 	var settle atomic.Int64
 	old := func(r *http.Request) bool {
-		v := r.URL.Query().Get("updatedAt")
-		i := strings.LastIndex(v, ",")
-		if i < 0 {
-			return false
-		}
-		to, err := time.Parse("2006-01-02T15:04:05-07:00", v[i+1:])
-		return err == nil && to.Before(e.clk.Now().Add(b.ahead-time.Duration(settle.Load())-8*time.Second))
+		return searchBelow(r, e.clk.Now().Add(b.ahead-time.Duration(settle.Load())-8*time.Second))
 	}
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/orders/search") && old(r) {
+		if old(r) {
 			if failOld.Load() {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusInternalServerError)
-				w.Write([]byte(`{"error":{"message":"Internal Server Error","code":500}}`))
+				serverError(w)
 				return
 			}
 			if cancelLook.CompareAndSwap(true, false) {
@@ -101,22 +92,10 @@ func (b busyRun) run(t *testing.T) busyResult {
 	e.srv = proxy
 	var overlapWarnings atomic.Int64
 	restart := func() {
-		// A new process, its client giving up on a failing call at once
-		// (the retries are on the wall clock).
-		var err error
-		e.client, err = plenty.New(plenty.Config{
-			BaseURL: proxy.URL, Username: "demo", Password: "demo", Tokens: e.store, Now: e.clk.Now,
-			Pacer: plenty.NewPacer(plenty.PacerConfig{Reserve: 1, Now: e.clk.Now, Sleep: e.clk.Sleep}),
-			Retry: plenty.RetryConfig{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: time.Millisecond},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		// A new process, its client giving up on a failing call at once.
 		cfg := e.cfg
 		cfg.Logger = slog.New(slog.NewTextHandler(tWriter{t, &overlapWarnings}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if e.poll, err = poller.New(e.client, e.store, cfg); err != nil {
-			t.Fatal(err)
-		}
+		e.restartFailFast(cfg)
 	}
 	restart()
 	e.sim.SetFaults(b.faults)
@@ -363,10 +342,16 @@ func TestSecondLookFailingThenRestart(t *testing.T) {
 // minute a first sweep reads again: the restarted process goes on from
 // where the second look got (kept in the budget's record), so every late
 // commit is found within the overlap, none counted beyond it.
-func TestSecondLookGoesOnAfterARestart(t *testing.T) {
+func TestSecondLookGoesOnAfterARestart(t *testing.T) { restartsWhileLooksFail(t, 0) }
+
+// restartsWhileLooksFail: second looks fail for 40 sweeps from sweep 40
+// on, the process restarts at sweeps 90 and 125; the service's clock is
+// ahead of the local one by ahead.
+func restartsWhileLooksFail(t *testing.T, ahead time.Duration) {
 	res := busyRun{
 		sweeps:    230,
 		seed:      11,
+		ahead:     ahead,
 		rate:      func(int) int { return 20 },
 		failLooks: 40,
 		restart:   func(n int, _ poller.Stats) bool { return n == 90 || n == 125 },
@@ -374,4 +359,27 @@ func TestSecondLookGoesOnAfterARestart(t *testing.T) {
 	if res.restarts != 2 {
 		t.Fatalf("%d restarts; want 2", res.restarts)
 	}
+}
+
+// searchBelow says whether r is an order search whose updatedAt window
+// ends before limit (a second look's or a probe's: a sweep's ends settle
+// below the service's clock).
+func searchBelow(r *http.Request, limit time.Time) bool {
+	if !strings.HasSuffix(r.URL.Path, "/orders/search") {
+		return false
+	}
+	v := r.URL.Query().Get("updatedAt")
+	i := strings.LastIndex(v, ",")
+	if i < 0 {
+		return false
+	}
+	to, err := time.Parse("2006-01-02T15:04:05-07:00", v[i+1:])
+	return err == nil && to.Before(limit)
+}
+
+// serverError answers as the service does with a 500.
+func serverError(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusInternalServerError)
+	w.Write([]byte(`{"error":{"message":"Internal Server Error","code":500}}`))
 }
