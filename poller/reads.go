@@ -196,3 +196,19 @@ func (p *Poller) setTimings(settle, overlap time.Duration, probing bool, reread 
 	p.reads.compact(p.levels())
 	p.reread = reread
 }
+
+// pageSize is the service's page size, as its envelopes say (0: none seen).
+func (p *Poller) pageSize() int64 { return p.page }
+
+// alsoOnProgress calls fn with every progress report too (Run charges the
+// calls as they go out); it returns the undo.
+func (p *Poller) alsoOnProgress(fn func(Progress)) func() {
+	report := p.cfg.OnProgress
+	p.cfg.OnProgress = func(pr Progress) {
+		fn(pr)
+		if report != nil {
+			report(pr)
+		}
+	}
+	return func() { p.cfg.OnProgress = report }
+}

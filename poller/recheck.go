@@ -26,12 +26,16 @@ import (
 // read at the age it had; a bulk second it could not page to its end is
 // not, and the next recheck continues it.
 func (p *Poller) Recheck(ctx context.Context, from, to time.Time, maxCalls int, width *time.Duration) (st Stats, next time.Time, err error) {
-	return p.recheck(ctx, from, to, maxCalls, width, 0)
+	return p.recheck(ctx, read{from: from, to: to, maxCalls: maxCalls, width: width})
 }
 
-// recheck is Recheck for a read that owes the age need: a bulk second's
-// cursor is continued only where it began at that age or more.
-func (p *Poller) recheck(ctx context.Context, from, to time.Time, maxCalls int, width *time.Duration, need time.Duration) (st Stats, next time.Time, err error) {
+// recheck is Recheck for a read the scheduler planned: one that owes the
+// age rd.need continues a bulk second's cursor only where it began at that
+// age or more; a second look's finds lie within the overlap (no warning).
+func (p *Poller) recheck(ctx context.Context, rd read) (st Stats, next time.Time, err error) {
+	from, to, maxCalls, width := rd.from, rd.to, rd.maxCalls, rd.width
+	p.inLook = rd.look
+	defer func() { p.inLook = false }()
 	st = Stats{Start: p.cfg.Now(), Events: map[diff.Type]int{}, Lo: from, Hi: to}
 	defer func() { st.Duration = p.cfg.Now().Sub(st.Start) }()
 	meta, err := p.store.Meta()
@@ -45,7 +49,7 @@ func (p *Poller) recheck(ctx context.Context, from, to time.Time, maxCalls int, 
 	}
 	// held: no slice moves the watermark. Position, window and first-sync
 	// share stay out of the progress reports (lo, hi and pos unset).
-	sw := &sweep{p: p, st: &st, stop: ctx, held: true, maxCalls: maxCalls, recheck: true, need: need,
+	sw := &sweep{p: p, st: &st, stop: ctx, held: true, maxCalls: maxCalls, recheck: true, need: rd.need,
 		baseline: meta.Baseline, baselineDone: true, startMark: meta.Watermark, lateFrom: p.covered, ref: meta.Watermark}
 	if width != nil {
 		sw.width = *width

@@ -133,15 +133,7 @@ func (r *runner) waitForPredecessor() bool {
 // countCalls charges the calls of every sweep and read as they go out
 // (the sweep's progress reports); it returns the undo.
 func (r *runner) countCalls() func() {
-	p := r.p
-	report := p.cfg.OnProgress
-	p.cfg.OnProgress = func(pr Progress) {
-		r.onCall(pr.NewCalls)
-		if report != nil {
-			report(pr)
-		}
-	}
-	return func() { p.cfg.OnProgress = report }
+	return r.p.alsoOnProgress(func(pr Progress) { r.onCall(pr.NewCalls) })
 }
 
 // onCall takes calls from the budget as they go out, and saves it at most
@@ -235,7 +227,7 @@ func (r *runner) sweep() (Stats, error) {
 // are added to the sweep's (st). stop: ctx ended (the budget is saved).
 func (r *runner) reread(st *Stats, rd read) (rs Stats, err error, stop bool) {
 	p := r.p
-	rs, _, err = p.recheck(r.ctx, rd.from, rd.to, rd.maxCalls, rd.width, rd.need)
+	rs, _, err = p.recheck(r.ctx, rd)
 	in, rest := r.charged(rs.Calls)
 	r.rc.Budget.Take(p.cfg.Now(), rest, r.throttle())
 	r.rc.Budget.Extra(in + rest) // taken call by call (onCall) and now
@@ -260,7 +252,7 @@ func (r *runner) after(st *Stats, err error) (stop bool) {
 	}
 	rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
 	rc.Timings.Observe(p.cfg.Now(), st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
-	r.sch.look.swept(*st, err, p.cfg.Overlap, p.page)
+	r.sch.look.swept(*st, err, p.cfg.Overlap, p.pageSize())
 	if err != nil {
 		return false
 	}
@@ -276,9 +268,8 @@ func (r *runner) after(st *Stats, err error) (stop bool) {
 // secondLook reads what left the overlap once more (secondlook.go).
 func (r *runner) secondLook(st *Stats, rd read) (stop bool) {
 	p := r.p
-	p.inLook = true // its finds are within the overlap: no warning (sweep.late)
+	rd.look = true // its finds are within the overlap: no warning (sweep.late)
 	rs, err, stop := r.reread(st, rd)
-	p.inLook = false
 	if stop {
 		return true
 	}

@@ -29,12 +29,14 @@ type probe struct {
 
 // read is one re-read the loop makes: the window [from, to] (both ends
 // included), at most maxCalls calls, owing the age need; width carries a
-// probe's slice width (nil: the whole window first).
+// probe's slice width (nil: the whole window first); look says it is a
+// second look (its finds lie within the overlap: no warning).
 type read struct {
 	from, to time.Time
 	maxCalls int
 	need     time.Duration
 	width    *time.Duration
+	look     bool
 }
 
 // lookHorizon is the newest stamp the second look reads after a sweep up
