@@ -254,3 +254,41 @@ func TestClockRecordSaved(t *testing.T) {
 		t.Errorf("record %+v (newest stamp %v), watermark %v", rec, newest, meta.Watermark)
 	}
 }
+
+// TestServiceClockSetBackInABusyShop: in a busy shop (20 changes a second)
+// the service's clock is set back 60 s. The five minutes below its Date
+// hold thousands of changes the sweeps have seen, the lowest ids first:
+// the changes the clock set back stamps there come last. They are looked
+// for right below the Date first, found, and the watermark is rewound.
+func TestServiceClockSetBackInABusyShop(t *testing.T) {
+	e, offset := clockEnv(t)
+	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-3*time.Hour))
+	add := func(n int) {
+		for range n {
+			e.sim.AddOrder(plentysim.Order{})
+		}
+	}
+	for range 360 { // six busy minutes, swept every second
+		add(20)
+		e.clk.Advance(time.Second)
+		e.sweep()
+	}
+	offset.Store(int64(-time.Minute))
+	rewoundAt := -1
+	for i := range 60 {
+		add(20)
+		e.clk.Advance(time.Second)
+		st, err := e.poll.Sweep(context.Background())
+		if err != nil {
+			t.Logf("sweep %d: %v", i, err)
+		}
+		if !st.Rewound.IsZero() {
+			rewoundAt = i
+			break
+		}
+	}
+	if rewoundAt < 0 {
+		t.Fatal("the clock set back 60 s in a busy shop was not detected in a minute: the watermark was not rewound")
+	}
+	t.Logf("rewound by the sweep %d after the step", rewoundAt+1)
+}

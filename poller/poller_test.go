@@ -121,7 +121,7 @@ func (e *env) restartFailFast(cfg poller.Config) {
 	e.client, err = plenty.New(plenty.Config{
 		BaseURL: e.srv.URL, Username: "demo", Password: "demo", Tokens: e.store, Now: e.clk.Now,
 		Pacer: plenty.NewPacer(plenty.PacerConfig{Reserve: 1, Now: e.clk.Now, Sleep: e.clk.Sleep}),
-		Retry: plenty.RetryConfig{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: time.Millisecond},
+		Retry: plenty.RetryConfig{Initial: time.Nanosecond, Max: time.Nanosecond, MaxElapsed: time.Nanosecond},
 	})
 	if err != nil {
 		e.t.Fatal(err)

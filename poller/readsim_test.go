@@ -35,6 +35,8 @@ var (
 	simMinutes = flag.Int("sim-minutes", 0, "read-ledger simulation: simulated minutes a seed runs (0: 12, or 60 in the long mode)")
 	simBusy    = flag.Bool("sim-busy", false, "read-ledger simulation: every seed a busy shop (20 changes a second)")
 	simFirst   = flag.Uint64("sim-first", 1001, "read-ledger simulation, long mode: the first seed")
+	// simServiceSteps: the service's clock steps back now and then.
+	simServiceSteps = flag.Bool("sim-service-steps", false, "read-ledger simulation: the service's clock steps back now and then (off: see docs/benchmarks.md, the read ledger)")
 )
 
 // TestReadLedgerSimulation: quiet and busy shops at the defaults, the
@@ -93,10 +95,11 @@ type readSim struct {
 	cancelMu  sync.Mutex
 	cancel    context.CancelFunc
 
-	step     time.Duration     // the local clock steps by this before the next process
-	changes  map[int64]visible // every order added, with when it became visible
-	lastAdd  time.Time         // service time
-	restarts int
+	step         time.Duration     // the local clock steps by this before the next process
+	serviceSteps int               // the service's clock stepped back
+	changes      map[int64]visible // every order added, with when it became visible
+	lastAdd      time.Time         // service time
+	restarts     int
 }
 
 // visible is when an order became visible: the watermark then (zero:
@@ -239,6 +242,15 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 	// Faults of the next moments.
 	s.failOld.Store(int64([]int{0, 0, 0, 100, 500, 1000}[rnd.IntN(6)]))
 	s.cancelOld.Store(rnd.IntN(60) == 0) // a restart inside a second look or a probe
+	if rnd.IntN(400) == 0 && *simServiceSteps {
+		// The service's clock steps back: its new changes are stamped
+		// below the watermark (the sweep finds them and rewinds).
+		d := time.Duration(rnd.IntN(290)+10) * time.Second
+		s.ahead.Add(-int64(d))
+		s.lastAdd = s.now()
+		s.serviceSteps++
+		s.t.Logf("the service's clock steps back by %v at %v (service %v), watermark %v", d, e.clk.Now().Sub(t0), s.now().Sub(t0), st.Watermark.Sub(t0))
+	}
 	if rnd.IntN(150) == 0 {
 		// The local clock steps, ahead or back, while no process runs
 		// (within one the durations are on the monotonic clock): the
@@ -298,7 +310,7 @@ func (s *readSim) judge() {
 			t.Fatalf("stopping after %d failures", bad)
 		}
 	}
-	t.Logf("%d changes (%d late), %d still owed a read at their age, %d restarts", len(s.changes), late, owed, s.restarts)
+	t.Logf("%d changes (%d late), %d still owed a read at their age, %d restarts, the service's clock stepped back %d times", len(s.changes), late, owed, s.restarts, s.serviceSteps)
 }
 
 // TestReadLedgerCosts measures (READS_COST=1, a few minutes) what the
