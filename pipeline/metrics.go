@@ -135,7 +135,7 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 		Name: "orderwatch_sweep_gap_seconds", Help: "Time from the start of the last sweep to the start of the next: the interval, longer when the call budget runs low.",
 	})
 	m.readOwed = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "orderwatch_read_owed_seconds", Help: "How long the oldest stamp the read ledger still owes a read at a promised age (the overlap; 5 minutes while the probes run) has been due: 0 while every read is on time; the probes' backoff keeps it up to about an hour in a quiet week.",
+		Name: "orderwatch_read_owed_seconds", Help: "How long the oldest stamp the read ledger still owes a read at a promised age (the overlap; 5 minutes while the probes run) has been due: 0 while every read is on time; the probes' backoff (an hour at most) and a busy shop's probe reading its stretch (half an hour) keep it up to about 1.5 h.",
 	})
 	m.budgetLeft = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orderwatch_call_budget_remaining", Help: "Calls left in the sweeps' budget (WATCHER_CALL_SHARE of the daily quota, an hour's burst); negative while in debt; NaN until the service names its daily limit.",
