@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness busy-day fleet-scale fleet-process-scale fleet-cluster fleet-sim-long nats-compat chaos-long
+.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness busy-day sim-reads fleet-scale fleet-process-scale fleet-cluster fleet-sim-long nats-compat chaos-long
 
 all: fmt vet test
 
@@ -92,6 +92,14 @@ freshness:
 # a drained bucket (day 3 of a busy week): calls per hour and latency (~3 min).
 busy-day:
 	BUSY_HOURS=24 $(GO) test -run TestBusyHoursFromADrainedBucket -v -timeout 30m ./poller
+
+# The read ledger's randomized simulation in its long mode (poller/readsim_test.go):
+# SIM_HOURS simulated hours of busy shops in seeds of an hour, from seed SIM_FIRST
+# (a failing seed prints its replay command).
+SIM_HOURS ?= 1000
+SIM_FIRST ?= 1001
+sim-reads:
+	$(GO) test -run 'TestReadLedgerSimulation' -v -timeout 0 ./poller -args -sim-hours=$(SIM_HOURS) -sim-first=$(SIM_FIRST) -sim-busy
 
 # Fleet mode at scale (docs/fleet.md "Measured"): 1,000 shops on 3 members in
 # one process, then on 3 processes of the binary, each with a kill of one;

@@ -36,6 +36,7 @@ type metrics struct {
 	lastSweepOK   prometheus.Gauge
 	logins        *prometheus.CounterVec
 	sweepGap      prometheus.Gauge
+	readOwed      prometheus.Gauge
 	budgetLeft    prometheus.Gauge
 	lateArrival   prometheus.Histogram
 	clockProblems prometheus.Counter
@@ -133,6 +134,9 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 	m.sweepGap = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orderwatch_sweep_gap_seconds", Help: "Time from the start of the last sweep to the start of the next: the interval, longer when the call budget runs low.",
 	})
+	m.readOwed = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orderwatch_read_owed_seconds", Help: "How long the oldest stamp the read ledger still owes a read at a promised age (the overlap; 5 minutes while the probes run) has been due: 0 while every read is on time; the probes' backoff (an hour at most) and a busy shop's probe reading its stretch (half an hour) keep it up to about 1.5 h.",
+	})
 	m.budgetLeft = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orderwatch_call_budget_remaining", Help: "Calls left in the sweeps' budget (WATCHER_CALL_SHARE of the daily quota, an hour's burst); negative while in debt; NaN until the service names its daily limit.",
 	})
@@ -158,7 +162,7 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 	})
 	reg.MustRegister(m.apiCalls, m.apiDuration, m.throttled, m.sweepDuration, m.sweeps, m.sweepCalls, m.ordersScanned,
 		m.rescans, m.secondLooks, m.badEntries, m.events, m.published, m.publishErrors, m.lastSweepOK,
-		m.sweepGap, m.budgetLeft, m.lateArrival, m.clockProblems, m.rewinds, m.keysetSlices, m.firstSync, m.position)
+		m.sweepGap, m.readOwed, m.budgetLeft, m.lateArrival, m.clockProblems, m.rewinds, m.keysetSlices, m.firstSync, m.position)
 	m.clockJumps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "orderwatch_clock_jumps_total",
 		Help: "Jumps of the service's clock and what was decided: direction forward|backward; decision rejected (a Date header that jumped, distrusted), accepted (a Date that kept its new time for a minute: followed as the window's hint; the watermark stays bounded by the order stamps), rewound (changes stamped below the watermark confirmed a clock set back: the watermark was rewound).",
@@ -270,6 +274,7 @@ func (m *metrics) observeSweep(st poller.Stats, err error) {
 		m.watermark.Store(st.Watermark.Unix())
 	}
 	m.sweepGap.Set(st.NextGap.Seconds())
+	m.readOwed.Set(st.ReadOwed.Seconds())
 	if st.BudgetKnown {
 		m.budgetLeft.Set(st.BudgetLeft)
 	}

@@ -59,9 +59,9 @@ type Budget struct {
 
 	empty bool // starts empty, not full, once the limit is named (StartEmpty)
 
-	// checked is how far the second look got (secondlook.go): kept in
-	// the budget's record, which is saved after every sweep and moves
-	// with a takeover, so that a restart goes on from there.
+	// checked is how far the second look got, as an earlier version kept
+	// it in the budget's record: restored as written, for the read ledger
+	// to migrate (reads.go); never written again.
 	checked time.Time
 }
 
@@ -377,15 +377,16 @@ type BudgetState struct {
 	Next time.Time     `json:"next,omitzero"`
 	Gap  time.Duration `json:"gapNs,omitempty"`
 	// Checked: every second of the service's timeline below it was read
-	// at the overlap's age or later (the second look's progress,
-	// secondlook.go; zero: not known, and a process's first sweep reads
-	// the overlap and 2 x secondLookMax more).
+	// at the overlap's age or later (the second look's progress as an
+	// earlier version kept it). Read from such a record, never written:
+	// the read ledger (record "reads", ledger.go) holds what was read now,
+	// and starts from it when it has no record of its own.
 	Checked time.Time `json:"checked,omitzero"`
 }
 
 // Snapshot returns the budget's state, to persist.
 func (b *Budget) Snapshot() BudgetState {
-	return BudgetState{Level: b.level, At: b.at, Limit: b.limit, Costs: slices.Clone(b.costs), Mean: b.mean, Cycles: b.cycles, Next: b.next, Gap: b.gap, Checked: b.checked}
+	return BudgetState{Level: b.level, At: b.at, Limit: b.limit, Costs: slices.Clone(b.costs), Mean: b.mean, Cycles: b.cycles, Next: b.next, Gap: b.gap}
 }
 
 // Restore continues from a state a previous process saved, at now: the
@@ -398,12 +399,9 @@ func (b *Budget) Snapshot() BudgetState {
 // level and the costs of a record are clamped (see below).
 func (b *Budget) Restore(s BudgetState, now time.Time) {
 	b.costs = nil
-	if !s.Checked.After(now) {
-		// A fact about the reads made, whatever the level; one in the
-		// future is damaged (the first sweep then reads where the second
-		// look may have trailed).
-		b.checked = s.Checked
-	}
+	// A fact about the reads made, in the service's time: the read ledger
+	// checks it against the service's evidence, never the local clock.
+	b.checked = s.Checked
 	if s.Limit <= 0 || s.Limit > maxDailyLimit || s.At.IsZero() || math.IsNaN(s.Level) || math.IsInf(s.Level, 0) {
 		return // a damaged record: nothing known (the costs mean nothing without a limit either)
 	}
@@ -426,6 +424,18 @@ func (b *Budget) Restore(s BudgetState, now time.Time) {
 		b.next, b.gap = now.Add(min(s.Next.Sub(now), s.Gap, longPeriod+time.Minute)), s.Gap
 	}
 }
+
+// SetNext sets when the next sweep may start (next) and the gap it was
+// derived from (Gap): saved with the budget, it holds a successor as it
+// holds this process.
+func (b *Budget) SetNext(next time.Time, gap time.Duration) {
+	b.next, b.gap = next, gap
+}
+
+// LegacyChecked is the second look's position a record of an earlier
+// version held (BudgetState.Checked; zero: none), for the read ledger to
+// migrate.
+func (b *Budget) LegacyChecked() time.Time { return b.checked }
 
 // NotBefore is the earliest start of the next sweep that a restored state
 // holds (zero when none).

@@ -219,12 +219,45 @@ func (p *Poller) loadClock(date time.Time) {
 // again from the new stamps, and the watermark is rewound before the span
 // (re-reading is idempotent). It returns the rewound watermark (zero: the
 // Date was wrong, nothing done).
+//
+// It reads the last clockProbeNear below the Date first, then the whole
+// span: the first page of a busy shop's span (its lowest ids) holds only
+// orders the sweeps have seen, while a clock set back a moment ago stamps
+// its new changes right below the Date.
 func (s *sweep) probeBack(ctx context.Context, date, hiDate, watermark time.Time) (time.Time, error) {
 	p := s.p
 	from := hiDate.Add(-clockProbeSpan)
-	page, err := s.fetch(ctx, from, hiDate, 1, 0)
+	var newest time.Time
+	unseen := 0
+	for _, span := range []time.Duration{clockProbeNear, clockProbeSpan} {
+		n, at, err := s.unseenBelow(ctx, hiDate.Add(-span), hiDate)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if n > 0 {
+			unseen, newest = n, at
+			break
+		}
+	}
+	if unseen == 0 {
+		p.log.Debug("the Date says the service's clock lies below the window; no change there the sweeps have not seen: the stamps keep the window",
+			"date", date.UTC().Format(time.RFC3339), "watermark", watermark.Format(time.RFC3339))
+		return time.Time{}, nil
+	}
+	return s.rewindBack(date, hiDate, from, watermark, newest, unseen)
+}
+
+// clockProbeNear is the part right below the Date probeBack reads first.
+const clockProbeNear = 10 * time.Second
+
+// unseenBelow reads the first page of [from, to] and counts the entries in
+// scope the sweeps have not seen (not in the snapshot with that
+// updatedAt), with the newest stamp among them.
+func (s *sweep) unseenBelow(ctx context.Context, from, to time.Time) (unseen int, newest time.Time, err error) {
+	p := s.p
+	page, err := s.fetch(ctx, from, to, 1, 0)
 	if err != nil {
-		return time.Time{}, err
+		return 0, time.Time{}, err
 	}
 	ids := s.ids[:0]
 	for _, o := range page.Orders {
@@ -234,10 +267,8 @@ func (s *sweep) probeBack(ctx context.Context, date, hiDate, watermark time.Time
 	prev := append(s.prev[:0], make([]*diff.State, len(ids))...)
 	s.prev = prev
 	if err := p.store.Lookup(ids, prev); err != nil {
-		return time.Time{}, err
+		return 0, time.Time{}, err
 	}
-	var newest time.Time
-	unseen := 0
 	for i, o := range page.Orders {
 		st := diff.StateOf(o)
 		if !p.cfg.ScopeLocal.Match(o.ID, &st) || (prev[i] != nil && prev[i].UpdatedAt.Equal(o.UpdatedAt.Time)) {
@@ -248,11 +279,14 @@ func (s *sweep) probeBack(ctx context.Context, date, hiDate, watermark time.Time
 			newest = o.UpdatedAt.Time
 		}
 	}
-	if unseen == 0 {
-		p.log.Debug("the Date says the service's clock lies below the window; no change there the sweeps have not seen: the stamps keep the window",
-			"date", date.UTC().Format(time.RFC3339), "watermark", watermark.Format(time.RFC3339))
-		return time.Time{}, nil
-	}
+	return unseen, newest, nil
+}
+
+// rewindBack forgets the earlier stamps and rewinds the watermark to from
+// (probeBack found unseen changes below the Date: the service's clock went
+// back).
+func (s *sweep) rewindBack(date, hiDate, from, watermark, newest time.Time, unseen int) (time.Time, error) {
+	p := s.p
 	local := p.cfg.Now()
 	p.ev.reset(newest, local)
 	if rec, ok := p.evidenceRecord(local); ok {

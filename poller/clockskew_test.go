@@ -254,3 +254,59 @@ func TestClockRecordSaved(t *testing.T) {
 		t.Errorf("record %+v (newest stamp %v), watermark %v", rec, newest, meta.Watermark)
 	}
 }
+
+// TestServiceClockSetBackInABusyShop: in a busy shop (20 changes a second)
+// the service's clock is set back 60 s. The five minutes below its Date
+// hold thousands of changes the sweeps have seen, the lowest ids first:
+// the changes the clock set back stamps there come last. They are looked
+// for right below the Date first, found, and the watermark is rewound; the
+// stamps of the old clock's last minute, read again, do not carry it past
+// the new clock; every change has its events.
+func TestServiceClockSetBackInABusyShop(t *testing.T) {
+	e, offset := clockEnv(t)
+	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-3*time.Hour))
+	add := func(n int) {
+		for range n {
+			e.sim.AddOrder(plentysim.Order{})
+		}
+	}
+	for range 360 { // six busy minutes, swept every second
+		add(20)
+		e.clk.Advance(time.Second)
+		e.sweep()
+	}
+	offset.Store(int64(-time.Minute))
+	rewoundAt := -1
+	for i := range 60 {
+		add(20)
+		e.clk.Advance(time.Second)
+		st, err := e.poll.Sweep(context.Background())
+		if err != nil {
+			t.Logf("sweep %d: %v", i, err)
+		}
+		if !st.Rewound.IsZero() {
+			rewoundAt = i
+			break
+		}
+	}
+	if rewoundAt < 0 {
+		t.Fatal("the clock set back 60 s in a busy shop was not detected in a minute: the watermark was not rewound")
+	}
+	t.Logf("rewound by the sweep %d after the step", rewoundAt+1)
+	// The last minute the old clock stamped lies above the new clock: its
+	// stamps are read again and must not carry the watermark past it.
+	simNow := func() time.Time { return e.clk.Now().Add(time.Duration(offset.Load())) }
+	for i := range 120 {
+		add(20)
+		e.clk.Advance(time.Second)
+		if _, err := e.poll.Sweep(context.Background()); err != nil {
+			t.Logf("sweep %d: %v", i, err)
+		}
+		meta, _ := e.store.Meta()
+		if limit := simNow().Add(-e.cfg.Settle); meta.Watermark.After(limit) {
+			t.Fatalf("%d s after the rewind the watermark %v is ahead of the service's clock minus settle %v", i+1, meta.Watermark, limit)
+		}
+	}
+	e.quiesce()
+	e.assertSnapshotMatches()
+}

@@ -231,6 +231,23 @@ type Stats struct {
 	// read once more after the sweep (secondlook.go); its figures are in
 	// the ones above.
 	SecondLook bool
+	// ReadOwed is how long the oldest stamp still owed a read at a
+	// promised age has been due (the read ledger; 0: none). Filled in by
+	// Run.
+	ReadOwed time.Duration
+}
+
+// add adds the figures of a read made after the sweep (a second look, a
+// probe's slice) to the sweep's.
+func (s *Stats) add(r Stats) {
+	s.Calls += r.Calls
+	s.Pages += r.Pages
+	s.Orders += r.Orders
+	s.Rescans += r.Rescans
+	s.BadEntries += r.BadEntries
+	for typ, n := range r.Events {
+		s.Events[typ] += n
+	}
 }
 
 // EventCount is the number of events of all types.
@@ -275,12 +292,26 @@ type Poller struct {
 	inLook bool
 
 	rescan atomic.Pointer[rescanRequest] // a rescan waiting for the end of a sweep (rescan.go)
+
+	// The read ledger (ledger.go, reads.go), loaded with the first sweep
+	// or recheck; legacyChecked is the second look's position an earlier
+	// version kept in the budget's record (migrated into the ledger when
+	// it has none); probeLevel the age the probes owe (0: no probes).
+	reads         ledger
+	readsLoaded   bool
+	legacyChecked time.Time
+	probeLevel    time.Duration
+	// rebulk is how far a recheck got in a bulk second (bulk).
+	rebulk bulkCursor
 }
 
-// bulkCursor is how far keyset paging got in one second.
+// bulkCursor is how far keyset paging got in one second, and the
+// reference (the service's clock) when it began: the second is read
+// completely as of then once the cursor gets to its end.
 type bulkCursor struct {
 	at    time.Time
 	after int64
+	ref   time.Time
 }
 
 // New returns a poller; it makes no call.

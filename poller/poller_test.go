@@ -60,8 +60,15 @@ var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 
 func newEnv(t *testing.T, simCfg plentysim.Config, cfg poller.Config) *env {
 	t.Helper()
+	return newEnvAhead(t, simCfg, cfg, 0)
+}
+
+// newEnvAhead is newEnv with the service's clock ahead of the local one
+// by ahead (behind when negative): its stamps and its Date.
+func newEnvAhead(t *testing.T, simCfg plentysim.Config, cfg poller.Config, ahead time.Duration) *env {
+	t.Helper()
 	clk := &clock{t: t0}
-	simCfg.Now = clk.Now
+	simCfg.Now = func() time.Time { return clk.Now().Add(ahead) }
 	if simCfg.Seed == 0 {
 		simCfg.Seed = 7
 	}
@@ -103,6 +110,25 @@ func (e *env) newClient(url string) *plenty.Client {
 		e.t.Fatal(err)
 	}
 	return c
+}
+
+// restartFailFast is a new process on the same state file: a client
+// that gives up on a failing call at once (its retries are on the wall
+// clock) and a poller with cfg.
+func (e *env) restartFailFast(cfg poller.Config) {
+	e.t.Helper()
+	var err error
+	e.client, err = plenty.New(plenty.Config{
+		BaseURL: e.srv.URL, Username: "demo", Password: "demo", Tokens: e.store, Now: e.clk.Now,
+		Pacer: plenty.NewPacer(plenty.PacerConfig{Reserve: 1, Now: e.clk.Now, Sleep: e.clk.Sleep}),
+		Retry: plenty.RetryConfig{Initial: time.Nanosecond, Max: time.Nanosecond, MaxElapsed: time.Nanosecond},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if e.poll, err = poller.New(e.client, e.store, cfg); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 func (e *env) sweep() poller.Stats {

@@ -21,21 +21,36 @@ import (
 // and width carries the span of the last slice from one Recheck to the
 // next (0: the whole window first), so that a probe spread over many
 // sweeps does not pay for a call on the whole rest of the window in each.
+//
+// Every slice it verifies is recorded in the read ledger (ledger.go) as
+// read at the age it had; a bulk second it could not page to its end is
+// not, and the next recheck continues it.
 func (p *Poller) Recheck(ctx context.Context, from, to time.Time, maxCalls int, width *time.Duration) (st Stats, next time.Time, err error) {
+	return p.recheck(ctx, read{from: from, to: to, maxCalls: maxCalls, width: width})
+}
+
+// recheck is Recheck for a read the scheduler planned: one that owes the
+// age rd.need continues a bulk second's cursor only where it began at that
+// age or more; a second look's finds lie within the overlap (no warning).
+func (p *Poller) recheck(ctx context.Context, rd read) (st Stats, next time.Time, err error) {
+	from, to, maxCalls, width := rd.from, rd.to, rd.maxCalls, rd.width
+	p.inLook = rd.look
+	defer func() { p.inLook = false }()
 	st = Stats{Start: p.cfg.Now(), Events: map[diff.Type]int{}, Lo: from, Hi: to}
 	defer func() { st.Duration = p.cfg.Now().Sub(st.Start) }()
 	meta, err := p.store.Meta()
 	if err != nil {
 		return st, from, err
 	}
+	p.loadReads(meta)
 	st.Watermark = meta.Watermark
-	if !meta.BaselineDone || !from.Before(to) || to.After(meta.Watermark) {
+	if !meta.BaselineDone || to.Before(from) || to.After(meta.Watermark) {
 		return st, to, nil // nothing to recheck (yet)
 	}
 	// held: no slice moves the watermark. Position, window and first-sync
 	// share stay out of the progress reports (lo, hi and pos unset).
-	sw := &sweep{p: p, st: &st, stop: ctx, held: true, maxCalls: maxCalls,
-		baseline: meta.Baseline, baselineDone: true, startMark: meta.Watermark, lateFrom: p.covered}
+	sw := &sweep{p: p, st: &st, stop: ctx, held: true, maxCalls: maxCalls, recheck: true, need: rd.need,
+		baseline: meta.Baseline, baselineDone: true, startMark: meta.Watermark, lateFrom: p.covered, ref: meta.Watermark}
 	if width != nil {
 		sw.width = *width
 		defer func() {

@@ -45,263 +45,301 @@ type RunConfig struct {
 	Timings *Timings
 }
 
-// Run sweeps until ctx is done: one sweep, then a wait of the interval
+// Run sweeps until ctx is done: one sweep, then what the scheduler says
+// (a second look, a probe's slice), then a wait of the interval
 // (stretched when the call budget runs low), and so on. A failed sweep is
 // reported and retried after the interval; it never ends Run.
 func (p *Poller) Run(ctx context.Context, rc RunConfig) error {
-	if rc.Budget == nil {
-		rc.Budget = NewBudget(rc.CallShare)
-		p.restoreBudget(&rc)
+	r := p.newRunner(ctx, rc)
+	if !r.waitForPredecessor() {
+		return nil
 	}
-	rc.OnBudget = p.budgetSaver(rc)
-	throttle := func() plenty.Throttle {
-		if rc.Throttle == nil {
-			return plenty.Throttle{}
-		}
-		return rc.Throttle()
-	}
-	if next := rc.Budget.NotBefore(); next.After(p.cfg.Now()) {
-		// A previous process swept a moment ago: the budget binds this one
-		// as it bound that one.
-		p.log.Info("call budget: the first sweep waits for the time the previous process set", "next_sweep", next.Format(time.RFC3339))
-		if err := p.cfg.Sleep(ctx, next.Sub(p.cfg.Now())); err != nil {
-			return nil
-		}
-	}
-	var seen int64 // requests counted so far (RunConfig.Calls)
-	if rc.Calls != nil {
-		seen = rc.Calls()
-	}
-	// progressed is what the sweep or probe under way was charged call by
-	// call (onCall); charged is the rest of it when it returns.
-	progressed := 0
-	// charged is what went out to the service since the last charge:
-	// every request (logins, refreshes, retries) where the client counts
-	// them, else the calls the sweep or probe made itself.
-	charged := func(own int) int {
-		if rc.Calls == nil {
-			own, progressed = max(own-progressed, 0), 0
-			return own
-		}
-		n := rc.Calls()
-		own, seen, progressed = int(n-seen), n, 0
-		return own
-	}
-	// The budget is charged as the calls go out, and saved at most every
-	// second or every saveEvery calls: a process killed inside a long
-	// sweep (a first sync) leaves what it spent in the state file, less
-	// what it made since the last save.
-	var opStart, opStartPrev, lastSave time.Time
-	unsaved := 0
-	onCall := func(newCalls int) {
-		var n int
-		if rc.Calls == nil {
-			n = newCalls
-		} else {
-			c := rc.Calls()
-			n, seen = int(c-seen), c
-		}
-		progressed += n
-		if n <= 0 {
-			return
-		}
-		now := p.cfg.Now()
-		rc.Budget.Take(now, n, throttle())
-		if unsaved += n; unsaved < saveEvery && now.Sub(lastSave) < time.Second {
-			return
-		}
-		unsaved, lastSave = 0, now
-		// The next sweep's time as if the sweep ended now: a successor
-		// is held as this process would be.
-		gap, _ := rc.Budget.Gap(now, rc.Interval, throttle())
-		rc.Budget.next, rc.Budget.gap = opStart.Add(gap), gap
-		if rc.OnBudget != nil {
-			rc.OnBudget(rc.Budget.Snapshot())
-		}
-	}
-	report := p.cfg.OnProgress
-	p.cfg.OnProgress = func(pr Progress) {
-		onCall(pr.NewCalls)
-		if report != nil {
-			report(pr)
-		}
-	}
-	defer func() { p.cfg.OnProgress = report }()
-	// A probe in progress: the part of its window not read yet.
-	var probe struct {
-		on       bool
-		next, to time.Time
-		width    time.Duration // of its last slice
-		started  time.Time
-	}
-	// The overlap's re-read, split off (secondlook.go); how far it got is
-	// kept in the budget's record (restored above), so that a restart or a
-	// takeover goes on from there.
-	look := &secondLook{checked: rc.Budget.checked}
-	// reread reads [from, to] again between two sweeps (a second look, a
-	// probe's slice): its calls are charged as they go out and counted in
-	// the pace as part of the sweep they follow, and its figures are added
-	// to the sweep's (st). stop: ctx ended; the budget is saved.
-	reread := func(st *Stats, from, to time.Time, maxCalls int, width *time.Duration) (rs Stats, next time.Time, err error, stop bool) {
-		rs, next, err = p.Recheck(ctx, from, to, maxCalls, width)
-		now := p.cfg.Now()
-		in := progressed
-		pc := charged(rs.Calls)
-		rc.Budget.Take(now, pc, throttle())
-		rc.Budget.Extra(in + pc) // taken call by call (onCall) and now
-		st.Charged += in + pc
-		if ctx.Err() != nil {
-			if rc.OnBudget != nil {
-				rc.OnBudget(rc.Budget.Snapshot())
-			}
-			return rs, next, err, true
-		}
-		st.Calls += rs.Calls
-		st.Pages += rs.Pages
-		st.Orders += rs.Orders
-		st.Rescans += rs.Rescans
-		st.BadEntries += rs.BadEntries
-		for typ, n := range rs.Events {
-			st.Events[typ] += n
-		}
-		return rs, next, err, false
-	}
+	defer r.countCalls()()
 	for {
-		p.applyRescan() // between two sweeps (rescan.go)
-		if rc.Timings != nil {
-			// Sweeps run one at a time, in this goroutine: the sweep reads
-			// its settle and overlap from the config.
-			p.cfg.Settle, p.cfg.Overlap = rc.Timings.Next()
-			rate, _ := rc.Budget.Rate()
-			p.reread = look.reread(p.cfg.Overlap, p.cfg.Settle, rc.Interval, rate, rc.Timings.InForce().OverlapSource != SourceExplicit)
-		}
-		opStartPrev, opStart = opStart, p.cfg.Now()
-		st, err := p.Sweep(ctx)
-		inSweep := progressed
-		rest := charged(st.Calls)
-		st.Charged = inSweep + rest
-		now := p.cfg.Now()
-		rc.Budget.Take(now, rest, throttle())
-		if !st.Baseline {
-			// A first-sync sweep's calls are the bucket's to pay (taken
-			// above), not a measure of what a sweep costs: counted in
-			// the pace, a first sync cut by restarts would space the
-			// one-call sweeps after it by the cost of its parts.
-			rc.Budget.Cost(st.Charged)
-		}
+		r.prepare()
+		st, err := r.sweep()
 		if ctx.Err() != nil {
-			// The sweep a shutdown cut short is charged and saved too.
-			gap, _ := rc.Budget.Gap(now, rc.Interval, throttle())
-			rc.Budget.next, rc.Budget.gap = st.Start.Add(gap), gap
-			if rc.OnBudget != nil {
-				rc.OnBudget(rc.Budget.Snapshot())
-			}
+			r.saveAfter(st.Start) // the sweep a shutdown cut short is charged and saved too
 			return nil
 		}
-		st.Timings.Interval, st.Timings.IntervalSource = rc.Budget.Pace(rc.Interval)
-		if rc.Timings != nil {
-			rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
-			rc.Timings.Observe(now, st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
-			look.swept(st, err, p.cfg.Overlap, p.page)
-			rc.Budget.checked = look.checked
-			if from, to, ok := look.due(st.Watermark, p.cfg.Overlap, st.Start.Sub(opStartPrev)); ok && err == nil {
-				// The second look: what left the overlap, read once more,
-				// the whole window first (no slice width carried over).
-				p.inLook = true // its finds are within the overlap: no warning (sweep.late)
-				rs, next, lerr, stop := reread(&st, from, to, 2, nil)
-				p.inLook = false
-				if stop {
-					return nil
-				}
-				if lerr == nil {
-					// An error ends Recheck with its whole window as its
-					// next: what it did not read is read by the next one.
-					look.checked = next
-					rc.Budget.checked = next
-				}
-				// Found below the overlap, but missed by the sweeps that read
-				// its second within freshOverlap only: late by about that.
-				late := make([]time.Duration, len(rs.LateArrivals))
-				for i, d := range rs.LateArrivals {
-					late[i] = min(d, min(freshOverlap, p.cfg.Overlap/2))
-				}
-				st.LateArrivals = append(st.LateArrivals, late...)
-				st.SecondLook = true
-				now = p.cfg.Now()
-				rc.Timings.Observe(now, late, p.cfg.Settle, p.cfg.Overlap, false)
-				if lerr != nil {
-					p.log.Warn("the second look at the window that left the overlap ended early; the next one reads it again", "from", from.Format(time.RFC3339), "err", lerr)
-				}
-			}
-			if err == nil && !probe.on && !st.Watermark.IsZero() && rc.Timings.ProbeDue(now) {
-				to := st.Watermark.Add(-p.cfg.Overlap)
-				if !look.checked.IsZero() && look.checked.Before(to) {
-					to = look.checked // above it: the second look's
-				}
-				probe.on, probe.next, probe.to, probe.width, probe.started = true, st.Watermark.Add(-rc.Timings.ProbeWindow()), to, 0, now
-			}
-			// Where the short period leaves no room for a call besides the
-			// sweeps', a probe slice would delay the next sweep: it waits
-			// (for at most probeEvery).
-			pace, _ := rc.Budget.Pace(rc.Interval)
-			if probe.on && (slack(throttle(), pace) || now.Sub(probe.started) >= probeEvery) {
-				// One slice of the probe after each sweep: a change waits
-				// behind at most one slice of old pages.
-				rs, next, rerr, stop := reread(&st, probe.next, probe.to, 1, &probe.width)
-				if stop {
-					return nil
-				}
-				now = p.cfg.Now()
-				probe.next = next
-				done := rerr != nil || !next.Before(probe.to)
-				rc.Timings.Observe(now, rs.LateArrivals, p.cfg.Settle, p.cfg.Overlap, done)
-				probe.on = !done
-				st.Probe = true
-				st.LateArrivals = append(st.LateArrivals, rs.LateArrivals...)
-				if rerr != nil {
-					p.log.Warn("a probe of the window below the overlap ended early; the next one reads it again", "from", probe.next.Format(time.RFC3339), "err", rerr)
-				}
-			}
+		if r.after(&st, err) {
+			return nil
 		}
-		th := throttle()
-		gap, why := rc.Budget.Gap(now, rc.Interval, th)
-		rc.Budget.next, rc.Budget.gap = st.Start.Add(gap), gap
-		if rc.OnBudget != nil {
-			rc.OnBudget(rc.Budget.Snapshot())
-		}
-		st.NextGap, st.GapReason = gap, why
-		st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, th)
-		st.Timings.Settle, st.Timings.Overlap = p.cfg.Settle, p.cfg.Overlap
-		if rc.Timings != nil {
-			st.Timings = rc.Timings.InForce()
-		}
-		if rc.OnSweep != nil {
-			rc.OnSweep(st, err)
-		}
-		wait := st.Start.Add(gap).Sub(p.cfg.Now())
-		if wait > 0 {
-			if err := p.cfg.Sleep(ctx, wait); err != nil {
-				return nil
-			}
+		if !r.finish(st, err) {
+			return nil
 		}
 	}
+}
+
+// runner is one Run: the call accounting between the sweeps, the
+// scheduler, and what they report.
+type runner struct {
+	p   *Poller
+	ctx context.Context
+	rc  RunConfig
+	sch scheduler
+	// seen: requests counted so far (RunConfig.Calls); progressed: what
+	// the sweep or read under way was charged call by call (onCall).
+	seen       int64
+	progressed int
+	// opStart: the sweep under way began (opStartPrev: the one before);
+	// the budget is saved at most every second or saveEvery calls.
+	opStart, opStartPrev, lastSave time.Time
+	unsaved                        int
+	watermark                      time.Time // after the last sweep
 }
 
 // saveEvery is how many calls of a sweep at most go out between two saves
 // of the budget (and at most a second passes).
 const saveEvery = 5
 
-// slack says whether the short and the route period leave room for one
-// more call before they reset, besides a one-call sweep every pace and the
-// pacer's reserve (plenty.PeriodReserve). Unknown periods leave room.
-func slack(th plenty.Throttle, pace time.Duration) bool {
-	for _, per := range []plenty.Period{th.Short, th.Route} {
-		if !per.Present || per.Limit == 0 || per.CallsLeft < 0 || per.Decay <= 0 || pace <= 0 {
-			continue
+func (p *Poller) newRunner(ctx context.Context, rc RunConfig) *runner {
+	if rc.Budget == nil {
+		rc.Budget = NewBudget(rc.CallShare)
+		p.restoreBudget(&rc)
+	}
+	rc.OnBudget = p.budgetSaver(rc)
+	// An earlier version kept the second look's position in the budget's
+	// record: the read ledger starts from it when it has none (reads.go).
+	p.legacyChecked = rc.Budget.LegacyChecked()
+	r := &runner{p: p, ctx: ctx, rc: rc}
+	if rc.Calls != nil {
+		r.seen = rc.Calls()
+	}
+	return r
+}
+
+// throttle is what the service last said of its limits.
+func (r *runner) throttle() plenty.Throttle {
+	if r.rc.Throttle == nil {
+		return plenty.Throttle{}
+	}
+	return r.rc.Throttle()
+}
+
+// waitForPredecessor holds the first sweep until the time a previous
+// process set (the budget binds this one as it bound that one); false:
+// ctx ended.
+func (r *runner) waitForPredecessor() bool {
+	p := r.p
+	next := r.rc.Budget.NotBefore()
+	if !next.After(p.cfg.Now()) {
+		return true
+	}
+	p.log.Info("call budget: the first sweep waits for the time the previous process set", "next_sweep", next.Format(time.RFC3339))
+	return p.cfg.Sleep(r.ctx, next.Sub(p.cfg.Now())) == nil
+}
+
+// countCalls charges the calls of every sweep and read as they go out
+// (the sweep's progress reports); it returns the undo.
+func (r *runner) countCalls() func() {
+	return r.p.alsoOnProgress(func(pr Progress) { r.onCall(pr.NewCalls) })
+}
+
+// onCall takes calls from the budget as they go out, and saves it at most
+// every second or every saveEvery calls: a process killed inside a long
+// sweep (a first sync) leaves what it spent in the state file, less what
+// it made since the last save.
+func (r *runner) onCall(newCalls int) {
+	n := newCalls
+	if r.rc.Calls != nil {
+		c := r.rc.Calls()
+		n, r.seen = int(c-r.seen), c
+	}
+	r.progressed += n
+	if n <= 0 {
+		return
+	}
+	now := r.p.cfg.Now()
+	r.rc.Budget.Take(now, n, r.throttle())
+	if r.unsaved += n; r.unsaved < saveEvery && now.Sub(r.lastSave) < time.Second {
+		return
+	}
+	r.unsaved, r.lastSave = 0, now
+	// The next sweep's time as if the sweep ended now: a successor is
+	// held as this process would be.
+	r.saveAfter(r.opStart)
+}
+
+// charged is what went out to the service since the last charge, less
+// what onCall took already: every request (logins, refreshes, retries)
+// where the client counts them, else the calls the sweep or read made
+// itself (own). in is what onCall took.
+func (r *runner) charged(own int) (in, rest int) {
+	in = r.progressed
+	r.progressed = 0
+	if r.rc.Calls == nil {
+		return in, max(own-in, 0)
+	}
+	n := r.rc.Calls()
+	rest, r.seen = int(n-r.seen), n
+	return in, rest
+}
+
+// saveAfter sets the next sweep's time from the sweep that began at start
+// and saves the budget.
+func (r *runner) saveAfter(start time.Time) {
+	b := r.rc.Budget
+	gap, _ := b.Gap(r.p.cfg.Now(), r.rc.Interval, r.throttle())
+	b.SetNext(start.Add(gap), gap)
+	if r.rc.OnBudget != nil {
+		r.rc.OnBudget(b.Snapshot())
+	}
+}
+
+// prepare sets what the next sweep reads: settle, overlap and the
+// promised ages from the measured timings, and how far below the
+// watermark (the split, secondlook.go).
+func (r *runner) prepare() {
+	p, rc := r.p, r.rc
+	p.applyRescan() // between two sweeps (rescan.go)
+	if rc.Timings == nil {
+		return
+	}
+	settle, overlap := rc.Timings.Next()
+	rate, _ := rc.Budget.Rate()
+	reread := r.sch.look.reread(overlap, settle, rc.Interval, rate, rc.Timings.InForce().OverlapSource != SourceExplicit)
+	p.setTimings(settle, overlap, rc.Timings.Probing(), reread, r.watermark)
+}
+
+// sweep runs one sweep and charges it.
+func (r *runner) sweep() (Stats, error) {
+	p := r.p
+	r.opStartPrev, r.opStart = r.opStart, p.cfg.Now()
+	st, err := p.Sweep(r.ctx)
+	r.watermark = st.Watermark
+	in, rest := r.charged(st.Calls)
+	st.Charged = in + rest
+	r.rc.Budget.Take(p.cfg.Now(), rest, r.throttle())
+	if !st.Baseline {
+		// A first-sync sweep's calls are the bucket's to pay (taken
+		// above), not a measure of what a sweep costs: counted in the
+		// pace, a first sync cut by restarts would space the one-call
+		// sweeps after it by the cost of its parts.
+		r.rc.Budget.Cost(st.Charged)
+	}
+	return st, err
+}
+
+// reread makes one read the scheduler asked for between two sweeps (a
+// second look, a probe's slice): its calls are charged as they go out and
+// counted in the pace as part of the sweep they follow, and its figures
+// are added to the sweep's (st). stop: ctx ended (the budget is saved).
+func (r *runner) reread(st *Stats, rd read) (rs Stats, err error, stop bool) {
+	p := r.p
+	rs, _, err = p.recheck(r.ctx, rd)
+	in, rest := r.charged(rs.Calls)
+	r.rc.Budget.Take(p.cfg.Now(), rest, r.throttle())
+	r.rc.Budget.Extra(in + rest) // taken call by call (onCall) and now
+	st.Charged += in + rest
+	if r.ctx.Err() != nil {
+		if r.rc.OnBudget != nil {
+			r.rc.OnBudget(r.rc.Budget.Snapshot())
 		}
-		if per.CallsLeft < int(per.Decay/pace)+2+plenty.PeriodReserve(per.Limit) {
-			return false
+		return rs, err, true
+	}
+	st.add(rs)
+	return rs, err, false
+}
+
+// after does what the scheduler says after a sweep: the second look and
+// a probe's slice (with Timings only). stop: ctx ended.
+func (r *runner) after(st *Stats, err error) (stop bool) {
+	p, rc := r.p, r.rc
+	st.Timings.Interval, st.Timings.IntervalSource = rc.Budget.Pace(rc.Interval)
+	if rc.Timings == nil {
+		return false
+	}
+	rc.Timings.SetInterval(st.Timings.Interval, st.Timings.IntervalSource)
+	rc.Timings.Observe(p.cfg.Now(), st.LateArrivals, p.cfg.Settle, p.cfg.Overlap, false)
+	r.sch.look.swept(*st, err, p.cfg.Overlap, p.pageSize())
+	if err != nil {
+		return false
+	}
+	if rd, ok := r.sch.secondLook(p.ledger(), st.Watermark, p.cfg.Overlap, st.Start.Sub(r.opStartPrev)); ok {
+		if r.secondLook(st, rd) {
+			return true
 		}
+	}
+	r.sch.startProbe(p.readsLoaded, st.Watermark, p.probeLevel, rc.Timings.ProbeDue(p.cfg.Now()), p.cfg.Now())
+	return r.probe(st)
+}
+
+// secondLook reads what left the overlap once more (secondlook.go).
+func (r *runner) secondLook(st *Stats, rd read) (stop bool) {
+	p := r.p
+	rd.look = true // its finds are within the overlap: no warning (sweep.late)
+	rs, err, stop := r.reread(st, rd)
+	if stop {
+		return true
+	}
+	// Found below the overlap, but missed by the sweeps that read its
+	// second within freshOverlap only: late by about that.
+	late := make([]time.Duration, len(rs.LateArrivals))
+	for i, d := range rs.LateArrivals {
+		late[i] = min(d, min(freshOverlap, p.cfg.Overlap/2))
+	}
+	st.LateArrivals = append(st.LateArrivals, late...)
+	st.SecondLook = true
+	r.rc.Timings.Observe(p.cfg.Now(), late, p.cfg.Settle, p.cfg.Overlap, false)
+	if err != nil {
+		p.log.Warn("the second look at the window that left the overlap ended early; the next one reads it again", "from", rd.from.Format(time.RFC3339), "err", err)
+	}
+	return false
+}
+
+// probe reads the probe's next slice, when the scheduler says so: what
+// the ledger still owes at the probes' age, and nothing else; a change
+// waits behind at most one slice of old pages.
+func (r *runner) probe(st *Stats) (stop bool) {
+	p, tm := r.p, r.rc.Timings
+	pace, _ := r.rc.Budget.Pace(r.rc.Interval)
+	rd, run, done := r.sch.probeSlice(p.ledger(), p.probeLevel, slack(r.throttle(), pace), p.cfg.Now())
+	if done {
+		r.sch.probe.on = false
+		tm.Observe(p.cfg.Now(), nil, p.cfg.Settle, p.cfg.Overlap, true)
+	}
+	if !run {
+		return false
+	}
+	rs, err, stop := r.reread(st, rd)
+	if stop {
+		return true
+	}
+	st.Probe = true
+	st.LateArrivals = append(st.LateArrivals, rs.LateArrivals...)
+	ended := r.sch.probeRead(p.ledger(), p.probeLevel, err)
+	now := p.cfg.Now()
+	tm.Observe(now, rs.LateArrivals, p.cfg.Settle, p.cfg.Overlap, ended && err == nil)
+	if err != nil {
+		tm.ProbeFailed(now)
+		p.log.Warn("a probe of the window below the overlap ended early; the next one reads it again", "from", rd.from.Format(time.RFC3339), "err", err)
+	}
+	return false
+}
+
+// finish reports the sweep (OnSweep) with the gap to the next and the
+// budget, saves the budget and waits; false: ctx ended.
+func (r *runner) finish(st Stats, err error) bool {
+	p, rc := r.p, r.rc
+	now, th := p.cfg.Now(), r.throttle()
+	gap, why := rc.Budget.Gap(now, rc.Interval, th)
+	rc.Budget.SetNext(st.Start.Add(gap), gap)
+	if rc.OnBudget != nil {
+		rc.OnBudget(rc.Budget.Snapshot())
+	}
+	st.NextGap, st.GapReason = gap, why
+	st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, th)
+	st.ReadOwed = p.ReadOwed(st.Watermark)
+	st.Timings.Settle, st.Timings.Overlap = p.cfg.Settle, p.cfg.Overlap
+	if rc.Timings != nil {
+		st.Timings = rc.Timings.InForce()
+	}
+	if rc.OnSweep != nil {
+		rc.OnSweep(st, err)
+	}
+	if wait := st.Start.Add(gap).Sub(p.cfg.Now()); wait > 0 {
+		return p.cfg.Sleep(r.ctx, wait) == nil
 	}
 	return true
 }

@@ -48,42 +48,31 @@ const (
 	densityWindow = time.Minute
 )
 
-// secondLook is the Run loop's state of the split re-read. Its progress
-// (checked) is kept in the budget's record (BudgetState.Checked: saved
-// after every sweep, carried to the group for a takeover); without it (a
-// record of an earlier version) a process's first sweep reads the overlap
-// and 2 x secondLookMax more below the watermark, where its predecessor's
-// second look may have trailed.
+// secondLook is the Run loop's state of the split re-read: whether the
+// sweeps split, and the density and page size that decide it. What it has
+// read is in the read ledger (ledger.go): it reads the ledger's owed
+// stretch below the watermark minus the overlap.
 type secondLook struct {
-	// checked: every second below it was read at an age of the overlap
-	// or more (zero: not known).
-	checked time.Time
-	split   bool    // the sweeps read freshOverlap only
-	density float64 // orders per second of window (measured)
-	page    int64   // the service's page size (measured)
+	split    bool    // the sweeps read freshOverlap only
+	density  float64 // orders per second of window (measured)
+	page     int64   // the service's page size (measured)
+	measured bool    // a sweep of this process was seen (the first is a catch-up)
 }
 
 // reread is what the next sweep reads below the watermark under overlap:
 // the overlap; freshOverlap when splitting pays (see splitPays: the
 // density measured, the pace of the budget at rate calls a second or an
-// explicit interval); the overlap plus 2 x secondLookMax before this
-// process has checked anything.
+// explicit interval).
 func (l *secondLook) reread(overlap, settle, interval time.Duration, rate float64, derived bool) time.Duration {
 	fresh := min(freshOverlap, overlap/2)
-	l.split = derived && !l.checked.IsZero() && splitPays(l.density, overlap+settle, fresh+settle, float64(l.page), rate, interval)
-	switch {
-	case l.checked.IsZero() && derived:
-		return overlap + 2*secondLookMax
-	case l.split:
+	l.split = derived && l.measured && splitPays(l.density, overlap+settle, fresh+settle, float64(l.page), rate, interval)
+	if l.split {
 		return fresh
 	}
 	return overlap
 }
 
-// swept takes a sweep's figures: the density of its window, and how far
-// it checked. A verified sweep (err nil) read everything from its window's
-// start up to its watermark; the part of it below the watermark minus the
-// overlap was read at that age or more.
+// swept takes a verified sweep's figures: the density of its window.
 func (l *secondLook) swept(st Stats, err error, overlap time.Duration, page int64) {
 	if page > 0 {
 		l.page = page
@@ -92,9 +81,8 @@ func (l *secondLook) swept(st Stats, err error, overlap time.Duration, page int6
 		return
 	}
 	// The window's new part (beyond what it reads again) is at most
-	// densityWindow; a process's first sweep (nothing checked) reads
-	// 2 x secondLookMax more below the watermark, a catch-up.
-	if w := st.Hi.Sub(st.Lo); !st.Baseline && !l.checked.IsZero() && w >= time.Second && w <= overlap+densityWindow {
+	// densityWindow; a process's first sweep may be a catch-up.
+	if w := st.Hi.Sub(st.Lo); !st.Baseline && l.measured && w >= time.Second && w <= overlap+densityWindow {
 		d := float64(st.Entries) / w.Seconds()
 		if l.density == 0 {
 			l.density = d
@@ -102,34 +90,21 @@ func (l *secondLook) swept(st Stats, err error, overlap time.Duration, page int6
 			l.density += densityWeight * (d - l.density)
 		}
 	}
-	upto := st.Watermark.Add(-overlap)
-	if (l.checked.IsZero() || !l.checked.Before(st.Lo)) && upto.After(l.checked) {
-		l.checked = upto
-	}
-	if !st.Rewound.IsZero() && upto.Before(l.checked) {
-		// A clock rewound the watermark: the service stamps the seconds
-		// above it anew, and the sweep read them from the overlap below
-		// it (sweep.go); what was checked above them was checked on the
-		// old clock.
-		l.checked = upto
-	}
+	l.measured = true
 }
 
-// due returns the window of the second look to read now: [checked,
-// watermark - overlap] when one more gap would take it past lookMost of a
-// page by the density measured, or it spans secondLookMax, or the sweeps no
-// longer split (what is left is read at once).
-func (l *secondLook) due(watermark time.Time, overlap, gap time.Duration) (from, to time.Time, ok bool) {
-	if l.checked.IsZero() || watermark.IsZero() {
-		return time.Time{}, time.Time{}, false
-	}
-	to = watermark.Add(-overlap)
-	span := to.Sub(l.checked)
+// due says whether to read now what is owed from from up to horizon (the
+// watermark minus the overlap): when one more gap would take it past
+// lookMost of a page by the density measured, or the oldest owed stamp
+// has waited secondLookMax, or the sweeps no longer split (what is left is
+// read at once).
+func (l *secondLook) due(from, horizon time.Time, gap time.Duration) bool {
+	span := horizon.Add(time.Second).Sub(from)
 	if span < time.Second {
-		return time.Time{}, time.Time{}, false
+		return false
 	}
 	full := l.page > 0 && l.density*(span+gap).Seconds() >= lookMost*float64(l.page)
-	return l.checked, to, !l.split || span >= secondLookMax || full
+	return !l.split || span >= secondLookMax || full
 }
 
 // splitPays says whether sweeps reading fresh below the watermark plus a

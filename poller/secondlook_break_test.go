@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
 )
@@ -39,6 +38,11 @@ type busyRun struct {
 	cancelInLook bool
 	faults       plentysim.Faults
 	seed         uint64
+	// ahead: the service's clock is ahead of the local one by this much.
+	ahead time.Duration
+	// inject, when set, adds changes after sweep n (stamped in the
+	// service's time) and returns their ids: each must have an event.
+	inject func(n int, st poller.Stats, sim *plentysim.Server) []int64
 }
 
 type busyResult struct {
@@ -53,7 +57,7 @@ type busyResult struct {
 
 func (b busyRun) run(t *testing.T) busyResult {
 	t.Helper()
-	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{})
+	e := newEnvAhead(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{}, b.ahead)
 	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
 	rnd := rand.New(rand.NewPCG(b.seed, 27))
 	var (
@@ -68,20 +72,12 @@ func (b busyRun) run(t *testing.T) busyResult {
 	// more).
 	var settle atomic.Int64
 	old := func(r *http.Request) bool {
-		v := r.URL.Query().Get("updatedAt")
-		i := strings.LastIndex(v, ",")
-		if i < 0 {
-			return false
-		}
-		to, err := time.Parse("2006-01-02T15:04:05-07:00", v[i+1:])
-		return err == nil && to.Before(e.clk.Now().Add(-time.Duration(settle.Load())-8*time.Second))
+		return searchBelow(r, e.clk.Now().Add(b.ahead-time.Duration(settle.Load())-8*time.Second))
 	}
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/orders/search") && old(r) {
+		if old(r) {
 			if failOld.Load() {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusInternalServerError)
-				w.Write([]byte(`{"error":{"message":"Internal Server Error","code":500}}`))
+				serverError(w)
 				return
 			}
 			if cancelLook.CompareAndSwap(true, false) {
@@ -96,30 +92,19 @@ func (b busyRun) run(t *testing.T) busyResult {
 	e.srv = proxy
 	var overlapWarnings atomic.Int64
 	restart := func() {
-		// A new process, its client giving up on a failing call at once
-		// (the retries are on the wall clock).
-		var err error
-		e.client, err = plenty.New(plenty.Config{
-			BaseURL: proxy.URL, Username: "demo", Password: "demo", Tokens: e.store, Now: e.clk.Now,
-			Pacer: plenty.NewPacer(plenty.PacerConfig{Reserve: 1, Now: e.clk.Now, Sleep: e.clk.Sleep}),
-			Retry: plenty.RetryConfig{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: time.Millisecond},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		// A new process, its client giving up on a failing call at once.
 		cfg := e.cfg
 		cfg.Logger = slog.New(slog.NewTextHandler(tWriter{t, &overlapWarnings}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if e.poll, err = poller.New(e.client, e.store, cfg); err != nil {
-			t.Fatal(err)
-		}
+		e.restartFailFast(cfg)
 	}
 	restart()
 	e.sim.SetFaults(b.faults)
 
 	res := busyResult{lateAt: map[int64]time.Duration{}}
 	added := map[int64]bool{}
-	lastAdd := e.clk.Now()
+	lastAdd := e.clk.Now().Add(b.ahead) // the service's time
 	addChanges := func(until time.Time, perSecond int) {
+		until = until.Add(b.ahead)
 		n := int(until.Sub(lastAdd).Seconds() * float64(perSecond))
 		for i := range n {
 			at := lastAdd.Add(time.Duration(i+1) * until.Sub(lastAdd) / time.Duration(n))
@@ -175,9 +160,18 @@ func (b busyRun) run(t *testing.T) busyResult {
 					l := lateness[rnd.IntN(len(lateness))]
 					at := st.Watermark.Add(-l)
 					id := e.sim.AddOrder(plentysim.Order{CreatedAt: at, UpdatedAt: at}).ID
+					if testing.Verbose() {
+						t.Logf("INJECT %d at %s (watermark %s) now %s", id, at.UTC().Format(time.TimeOnly), st.Watermark.UTC().Format(time.TimeOnly), e.clk.Now().UTC().Format(time.TimeOnly))
+					}
 					res.late = append(res.late, id)
 					res.lateAt[id] = l
 					added[id] = true
+				}
+				if b.inject != nil {
+					for _, id := range b.inject(n, st, e.sim) {
+						res.late = append(res.late, id)
+						added[id] = true
+					}
 				}
 				failOld.Store(n < failUntil)
 				addChanges(st.Start.Add(st.NextGap), b.rate(n))
@@ -203,11 +197,20 @@ func (b busyRun) run(t *testing.T) busyResult {
 	for _, ev := range e.events() {
 		published[ev.Data.OrderID] = true
 	}
+	lost := 0
 	for _, id := range res.late {
 		o, _ := e.sim.Order(id)
 		if !published[id] && o.UpdatedAt.Before(last.Add(-time.Minute)) {
-			t.Errorf("the commit %d visible %v late (stamped %v) has no event", id, res.lateAt[id], o.UpdatedAt.Sub(t0))
+			if lost++; lost <= 5 {
+				t.Errorf("the commit %d visible %v late (stamped %v) has no event", id, res.lateAt[id], o.UpdatedAt.Sub(t0))
+			}
 		}
+	}
+	if lost > 5 {
+		t.Errorf("%d late commits in all have no event", lost)
+	}
+	if lost > 0 {
+		t.Logf("last watermark %s, read ledger: %s", last.UTC().Format(time.TimeOnly), e.poll.LedgerString())
 	}
 	missed := 0
 	for id := range added {
@@ -220,8 +223,10 @@ func (b busyRun) run(t *testing.T) busyResult {
 		t.Errorf("%d changes below the watermark have no event", missed)
 	}
 	// Every late commit was within the overlap, half of it or less beyond
-	// the sweeps' 5 s: none is close to the overlap.
-	if n := overlapWarnings.Load(); n != 0 {
+	// the sweeps' 5 s: none is close to the overlap, but for one found by
+	// the whole-overlap sweeps a restarted process starts with (before it
+	// measured the density that splits them), one a restart.
+	if n := overlapWarnings.Load(); n > int64(res.restarts) {
 		t.Errorf("%d warnings that a change arrived close to the overlap; want none (found by the second look, late by at most 9.5 s)", n)
 	}
 	if res.beyond != 0 {
@@ -337,10 +342,16 @@ func TestSecondLookFailingThenRestart(t *testing.T) {
 // minute a first sweep reads again: the restarted process goes on from
 // where the second look got (kept in the budget's record), so every late
 // commit is found within the overlap, none counted beyond it.
-func TestSecondLookGoesOnAfterARestart(t *testing.T) {
+func TestSecondLookGoesOnAfterARestart(t *testing.T) { restartsWhileLooksFail(t, 0) }
+
+// restartsWhileLooksFail: second looks fail for 40 sweeps from sweep 40
+// on, the process restarts at sweeps 90 and 125; the service's clock is
+// ahead of the local one by ahead.
+func restartsWhileLooksFail(t *testing.T, ahead time.Duration) {
 	res := busyRun{
 		sweeps:    230,
 		seed:      11,
+		ahead:     ahead,
 		rate:      func(int) int { return 20 },
 		failLooks: 40,
 		restart:   func(n int, _ poller.Stats) bool { return n == 90 || n == 125 },
@@ -348,4 +359,27 @@ func TestSecondLookGoesOnAfterARestart(t *testing.T) {
 	if res.restarts != 2 {
 		t.Fatalf("%d restarts; want 2", res.restarts)
 	}
+}
+
+// searchBelow says whether r is an order search whose updatedAt window
+// ends before limit (a second look's or a probe's: a sweep's ends settle
+// below the service's clock).
+func searchBelow(r *http.Request, limit time.Time) bool {
+	if !strings.HasSuffix(r.URL.Path, "/orders/search") {
+		return false
+	}
+	v := r.URL.Query().Get("updatedAt")
+	i := strings.LastIndex(v, ",")
+	if i < 0 {
+		return false
+	}
+	to, err := time.Parse("2006-01-02T15:04:05-07:00", v[i+1:])
+	return err == nil && to.Before(limit)
+}
+
+// serverError answers as the service does with a 500.
+func serverError(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusInternalServerError)
+	w.Write([]byte(`{"error":{"message":"Internal Server Error","code":500}}`))
 }

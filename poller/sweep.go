@@ -48,6 +48,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	if err != nil {
 		return st, err
 	}
+	p.loadReads(meta)
 	date := p.latestDate(now)
 	hi := p.window(date)
 	if meta.Baseline.IsZero() {
@@ -68,15 +69,12 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 		p.log.Error("the watermark is ahead of server time minus settle (a clock jumped): rewound, the window is read again",
 			"watermark", meta.Watermark.Format(time.RFC3339), "rewound_to", hi.Format(time.RFC3339), "server_now", now.Format(time.RFC3339))
 		st.Rewound = meta.Watermark
+		p.rewound(meta.Watermark, hi)
 		meta.Watermark = hi
 	}
 	lo := p.cfg.StartFrom.Truncate(time.Second)
 	if !meta.Watermark.IsZero() {
-		reread := p.cfg.Overlap
-		if p.reread > 0 && st.Rewound.IsZero() { // rewound: the whole overlap below the new watermark
-			reread = p.reread // a second look reads the rest (secondlook.go)
-		}
-		lo = meta.Watermark.Add(-reread)
+		lo = p.sweepFrom(meta.Watermark, st.Rewound.IsZero())
 	}
 	if meta.BaselineDone && date.Add(-p.cfg.Settle).Before(lo) && hi.After(date.Add(-p.cfg.Settle)) {
 		// The Date says the service's clock lies below the window: a Date
@@ -88,6 +86,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 		}
 		if !back.IsZero() {
 			st.Rewound = meta.Watermark
+			p.rewound(meta.Watermark, back)
 			meta.Watermark = back
 			lo = back.Add(-p.cfg.Overlap)
 			hi = p.window(date)
@@ -106,6 +105,10 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 			ErrClock, hi.Format(time.RFC3339), lo.Format(time.RFC3339))
 	}
 	sw.baseline, sw.baselineDone, sw.startMark, sw.lateFrom = meta.Baseline, meta.BaselineDone, meta.Watermark, p.covered
+	sw.ref = meta.Watermark
+	if !meta.Watermark.IsZero() && lo.Before(meta.Watermark.Add(-p.cfg.Overlap)) {
+		sw.lookBelow = meta.Watermark.Add(-p.cfg.Overlap) // sweepFrom read down to what the ledger owes
+	}
 	sw.lo, sw.hi, sw.pos = lo, hi, lo
 	return st, sw.run(ctx, lo, hi)
 }
@@ -154,6 +157,16 @@ type sweep struct {
 
 	width time.Duration // the span of the last slice, carried to the next (0: the whole window)
 	want  int64         // orders a slice may hold: SlicePages x the envelope's page size
+
+	// The read ledger (reads.go): ref is the watermark when the read
+	// began; claim the verified read the next flush records. A recheck pages a bulk second with its own
+	// cursor (Poller.rebulk), continued only where it began at an age of
+	// need or more.
+	ref       time.Time
+	claim     *claim
+	lookBelow time.Time // below it the sweep reads what a second look would (sweepFrom)
+	recheck   bool
+	need      time.Duration
 
 	pending      state.Commit // diffed, not yet committed
 	pendingTypes []diff.Type
@@ -303,21 +316,25 @@ func (s *sweep) hold(at time.Time, err error) {
 // past no order can enter, so the cursor stays valid), and the sweep goes
 // on past it meanwhile (see hold).
 func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *order.Page) error {
-	after := int64(0)
-	if c := s.p.bulk; c.at.Equal(lo) && c.after > 0 {
-		after, first = c.after, nil
+	cur := &s.p.bulk
+	if s.recheck {
+		cur = &s.p.rebulk
 	}
-	if s.held {
+	after, ref := int64(0), s.ref
+	if c := *cur; c.at.Equal(lo) && c.after > 0 && (!s.recheck || c.ref.Sub(lo) >= s.need) {
+		after, first, ref = c.after, nil, c.ref
+	}
+	if s.held && !s.recheck {
 		// Already held before this second: read it for its changes, the
 		// watermark cannot pass it anyway.
-		after, first = 0, nil
+		after, first, ref = 0, nil, s.ref
 	}
 	s.st.KeysetSlices++
-	last, done, err := s.keyset(ctx, lo, hi, first, after)
+	last, done, err := s.keyset(ctx, lo, hi, first, after, ref)
 	if errors.Is(err, errKeysetIgnored) {
 		// What was read is true; the rest is read by offset.
 		s.p.keysetIgnored = true
-		s.p.bulk = bulkCursor{}
+		*cur = bulkCursor{}
 		s.p.log.Warn("the service ignores the filter orderId=gt: (keyset paging): falling back to offset paging; a bulk second that changes during every rescan waits until it is quiet, the orders after it are read meanwhile",
 			"second", lo.Format(time.RFC3339))
 		if ferr := s.flush(nil); ferr != nil {
@@ -329,13 +346,17 @@ func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *order.Page) e
 		return err
 	}
 	if done {
-		if s.p.bulk.at.Equal(lo) {
-			s.p.bulk = bulkCursor{}
+		if cur.at.Equal(lo) {
+			*cur = bulkCursor{}
 		}
 		return nil
 	}
+	if !s.held || s.recheck {
+		// Continued by the next sweep (or recheck) from here; the second
+		// is recorded read only once the cursor gets to its end.
+		*cur = bulkCursor{at: lo, after: last, ref: ref}
+	}
 	if !s.held {
-		s.p.bulk = bulkCursor{at: lo, after: last}
 		s.p.log.Info("a bulk second is read by keyset over several sweeps: the watermark waits before it, the orders after it are read and published meanwhile",
 			"second", lo.Format(time.RFC3339), "after_id", last, "pages_per_sweep", s.p.cfg.KeysetPages)
 	}
@@ -382,6 +403,7 @@ func (s *sweep) scan(ctx context.Context, lo, hi time.Time, first *order.Page) (
 	var mark *time.Time
 	if bad == 0 {
 		mark = &hi
+		s.claim = &claim{lo: lo, hi: hi, ref: s.ref}
 	}
 	if err := s.flush(mark); err != nil {
 		return false, err
@@ -513,7 +535,10 @@ var errKeysetIgnored = errors.New("the service ignores orderId=gt:")
 // throughout is returned, and one that left shows its newer state in a
 // later window. It stops after KeysetPages pages; done says whether it got
 // to the end (the slice is verified and committed), last is the cursor.
-func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *order.Page, after int64) (last int64, done bool, err error) {
+// ref is the service's clock when the paging of the second began: the
+// second is recorded read as of then (a late commit that entered it below
+// the cursor since is not claimed).
+func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *order.Page, after int64, ref time.Time) (last int64, done bool, err error) {
 	lastID := after
 	bad := 0
 	for pages := 0; ; pages++ {
@@ -564,6 +589,7 @@ func (s *sweep) keyset(ctx context.Context, lo, hi time.Time, page *order.Page, 
 		var mark *time.Time
 		if bad == 0 {
 			mark = &hi
+			s.claim = &claim{lo: lo, hi: hi, ref: ref}
 		}
 		if err := s.flush(mark); err != nil {
 			return lastID, false, err
@@ -692,7 +718,7 @@ func (s *sweep) add(orders []order.Order, sliceHi time.Time) error {
 	for i, o := range orders {
 		s.p.ev.observe(o.UpdatedAt.Time, seen)
 		if !s.startMark.IsZero() && !s.lateFrom.IsZero() && !o.UpdatedAt.Before(s.lateFrom) && !o.UpdatedAt.After(s.startMark) && (prev[i] == nil || prev[i].UpdatedAt.Before(o.UpdatedAt.Time)) {
-			s.late(o, s.startMark.Sub(o.UpdatedAt.Time))
+			s.late(o, s.startMark.Sub(o.UpdatedAt.Time), s.p.inLook || o.UpdatedAt.Before(s.lookBelow))
 		}
 		next, store, events := diff.Decide(prev[i], o, opt)
 		if store {
@@ -710,12 +736,20 @@ func (s *sweep) add(orders []order.Order, sliceHi time.Time) error {
 
 // late notes an entry that became visible after the sweeps had verified
 // past its updatedAt: a commit that arrived late by at least d.
-func (s *sweep) late(o order.Order, d time.Duration) {
+//
+// look says it was found where a second look reads (below the watermark
+// minus the overlap): the sweeps that read its second earlier read it
+// young, so it is late by about what they missed (at most freshOverlap or
+// half the overlap), as the second look counts it (Run), and no warning.
+func (s *sweep) late(o order.Order, d time.Duration, look bool) {
 	if s.p.quarantined[o.ID] {
 		return // not late: read before, but undecodable (quarantine.go)
 	}
+	if look && !s.p.inLook {
+		d = min(d, min(freshOverlap, s.p.cfg.Overlap/2))
+	}
 	s.st.LateArrivals = append(s.st.LateArrivals, d)
-	if ov := s.p.cfg.Overlap; d >= ov*8/10 && !s.p.inLook {
+	if ov := s.p.cfg.Overlap; d >= ov*8/10 && !look {
 		s.p.log.Warn("a change arrived late, close to WATCHER_OVERLAP: a later one would be missed; raise WATCHER_OVERLAP or WATCHER_SETTLE",
 			"order", o.ID, "updated_at", o.UpdatedAt.Format(time.RFC3339), "late_by", d.String(), "overlap", ov.String())
 	}
@@ -740,7 +774,9 @@ func (s *sweep) flush(mark *time.Time) error {
 		c.LastSweep = &now
 		c.BaselineDone = !mark.Before(s.baseline)
 	}
-	if len(c.States) == 0 && len(c.Events) == 0 && len(c.Quarantine) == 0 && mark == nil {
+	recs, reads := s.withClaim(c.Records)
+	c.Records = recs
+	if len(c.States) == 0 && len(c.Events) == 0 && len(c.Quarantine) == 0 && mark == nil && reads == nil {
 		return nil
 	}
 	// A full outbox, or a state file that cannot be written (disk full,
@@ -769,6 +805,9 @@ func (s *sweep) flush(mark *time.Time) error {
 		if err := cfg.Sleep(s.stop, cfg.OutboxWait); err != nil {
 			return fmt.Errorf("commit: %w (stopped while waiting)", err)
 		}
+	}
+	if reads != nil {
+		s.p.reads = *reads
 	}
 	for _, t := range s.pendingTypes {
 		s.st.Events[t]++

@@ -337,6 +337,31 @@ func (t *Timings) Observe(now time.Time, late []time.Duration, settle, overlap t
 	}
 }
 
+// ProbeFailed notes a probe that ended on an error: it read nothing for
+// sure (its window stays owed in the read ledger, and the next probe reads
+// it), so the time to the next is not doubled; it is not shortened either
+// (a probe that fails every time must not run all the time).
+func (t *Timings) ProbeFailed(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rec.Probe = now
+	t.in.LastProbe = now
+	if t.cfg.Records != nil {
+		if err := t.cfg.Records.SaveRecord(TimingsRecord, t.rec); err != nil {
+			t.unsaved = true
+			t.log.Warn("saving the measured late arrivals failed; they are kept in memory", "err", err)
+		}
+	}
+}
+
+// Probing says whether probes run (the overlap is derived and below its
+// ceiling): the read ledger then owes every second a read at probeLate.
+func (t *Timings) Probing() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cfg.Overlap <= 0 && t.in.Overlap < OverlapCeiling
+}
+
 // targets are the settle (the lags' 90th percentile, once there are
 // settleSamples of them) and overlap (twice their maximum) the lags call
 // for, in milliseconds, within the bounds.

@@ -1,0 +1,37 @@
+package poller
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// LedgerString renders the read ledger (tests' logs).
+func (p *Poller) LedgerString() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "floor %s", p.reads.Floor.Format(time.TimeOnly))
+	for _, s := range p.reads.Spans {
+		fmt.Fprintf(&b, " [%s,%s)@%v", s.From.Format(time.TimeOnly), s.To.Format(time.TimeOnly), s.Age)
+	}
+	return b.String()
+}
+
+// ClaimedAge is the age at which the read ledger saved in the state file
+// says the stamp x was read completely (ok false: not read, or no
+// ledger); below its floor, every promised age (a day).
+func ClaimedAge(r RecordStore, x time.Time) (age time.Duration, ok bool) {
+	var l ledger
+	if found, err := r.LoadRecord(LedgerRecord, &l); err != nil || !found {
+		return 0, false
+	}
+	x = sec(x)
+	if x.Before(l.Floor) {
+		return 24 * time.Hour, true
+	}
+	for _, s := range l.Spans {
+		if !x.Before(s.From) && x.Before(s.To) {
+			return s.Age, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,110 @@
+package poller
+
+import (
+	"testing"
+	"time"
+)
+
+var lt0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+func at(s int) time.Time { return lt0.Add(time.Duration(s) * time.Second) }
+
+// TestLedgerPlansFromItsGaps: what each sequence of verified reads leaves
+// owed at an age, below a bound.
+func TestLedgerPlansFromItsGaps(t *testing.T) {
+	levels := []time.Duration{10 * time.Second, 300 * time.Second}
+	type read struct{ lo, hi, ref int }
+	cases := []struct {
+		name     string
+		reads    []read
+		age      time.Duration
+		upto     int
+		from, to int
+		ok       bool
+	}{
+		{"nothing read: all owed", nil, 10 * time.Second, 100, 0, 100, true},
+		{"a sweep's window: its old part reached the overlap's age", []read{{0, 50, 52}}, 10 * time.Second, 40, 0, 0, false},
+		{"the window's old part reached the overlap", []read{{0, 50, 52}}, 10 * time.Second, 42, 43, 42, false},
+		{"split sweeps: the part read at 10 s only below ref-10", []read{{0, 50, 52}}, 10 * time.Second, 50, 42, 50, true},
+		{"a second look read it later", []read{{0, 50, 52}, {42, 49, 60}}, 10 * time.Second, 50, 0, 0, false},
+		{"a second look read part of it", []read{{0, 50, 52}, {42, 46, 60}}, 10 * time.Second, 50, 47, 50, true},
+		{"a failed read in between leaves a gap", []read{{0, 20, 400}, {31, 60, 400}}, 300 * time.Second, 100, 21, 31, true},
+		{"owed at the probe's age, not at the overlap's", []read{{0, 60, 100}}, 300 * time.Second, 100, 0, 100, true},
+		{"read at the probe's age", []read{{0, 60, 400}}, 300 * time.Second, 61, 0, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := ledger{Floor: at(0)}
+			for _, r := range c.reads {
+				l.record(at(r.lo), at(r.hi), at(r.ref), levels)
+			}
+			from, to, ok := l.owed(c.age, at(c.upto))
+			if ok != c.ok || ok && (!from.Equal(at(c.from)) || !to.Equal(at(c.to))) {
+				t.Errorf("owed(%v, %d) = %v..%v %v; want %d..%d %v (ledger %+v)", c.age, c.upto, from.Sub(lt0), to.Sub(lt0), ok, c.from, c.to, c.ok, l)
+			}
+		})
+	}
+}
+
+// TestLedgerNeverClaimsMore: a bounded ledger, its floor moved over what
+// was read at every age, forgets (owes again) rather than claims.
+func TestLedgerNeverClaimsMore(t *testing.T) {
+	levels := []time.Duration{10 * time.Second, 300 * time.Second}
+	l := ledger{Floor: at(0)}
+	// Sweeps every 2 s reading 5 s below, a hole every 10th.
+	for i := 0; i < 1000; i++ {
+		if i%10 == 3 {
+			continue
+		}
+		l.record(at(2*i-5), at(2*i), at(2*i+1), levels)
+	}
+	if len(l.Spans) > maxSpans {
+		t.Fatalf("%d spans; want at most %d", len(l.Spans), maxSpans)
+	}
+	// The holes were never read: each is owed at the overlap's age.
+	from, _, ok := l.owed(10*time.Second, at(2000))
+	if !ok || from.After(at(2*3-5+5)) {
+		t.Errorf("the first hole is not owed: %v %v", from.Sub(lt0), ok)
+	}
+	// A probe reads everything at 300 s: the floor moves up, the spans go.
+	l.record(at(0), at(1700), at(2001), levels)
+	if !l.Floor.Equal(at(1701)) {
+		t.Errorf("floor %v after reading 0..1700 at 300 s or more; want 1701", l.Floor.Sub(lt0))
+	}
+}
+
+// TestLedgerValidateAgainstTheServiceClock: a restored ledger whose
+// claims lie beyond the service's evidence is cut to it; one within it is
+// kept as it is, however far the local clock is behind.
+func TestLedgerValidateAgainstTheServiceClock(t *testing.T) {
+	levels := []time.Duration{10 * time.Second, 300 * time.Second}
+	l := ledger{Floor: at(0)}
+	l.record(at(0), at(100), at(700), levels)
+	l.record(at(101), at(200), at(212), levels)
+	keep := l
+	keep.Spans = append([]span(nil), l.Spans...)
+	if l.validate(at(800)) {
+		t.Errorf("a ledger within the evidence was cut: %+v", l)
+	}
+	if len(l.Spans) != len(keep.Spans) || !l.Floor.Equal(keep.Floor) {
+		t.Errorf("validate changed %+v to %+v", keep, l)
+	}
+	if !l.validate(at(150)) {
+		t.Errorf("a ledger claiming reads after the evidence was kept: %+v", l)
+	}
+	if _, _, ok := l.owed(10*time.Second, at(140)); !ok {
+		t.Errorf("nothing owed after the cut: %+v", l)
+	}
+}
+
+// TestLedgerRewind: a service clock that went back makes every earlier
+// read younger by the jump.
+func TestLedgerRewind(t *testing.T) {
+	levels := []time.Duration{10 * time.Second, 300 * time.Second}
+	l := ledger{Floor: at(0)}
+	l.record(at(1000), at(1100), at(1120), levels)
+	l.rewind(60*time.Second, levels)
+	if from, _, ok := l.owed(10*time.Second, at(1110)); !ok || from.After(at(0)) {
+		t.Errorf("owed after a rewind of 60 s: %v %v; want from below the old floor", from.Sub(lt0), ok)
+	}
+}

@@ -1,0 +1,125 @@
+package poller
+
+import (
+	"time"
+
+	"github.com/orderwatch/orderwatch/plenty"
+)
+
+// scheduler decides what Run does between two sweeps: whether the second
+// look reads now and what, whether a probe starts, which slice of it is
+// read next, and whether there is room for it. Each decision is a function
+// of the read ledger (what is owed, ledger.go), the measured density and
+// page size (secondLook), the budget's pace and the service's throttle
+// headers; the loop (Run) asks and does what it is told.
+type scheduler struct {
+	look  secondLook
+	probe probe
+}
+
+// probe is a probe under way: it reads what the ledger owes at the
+// probes' age up to to (the watermark minus that age when it began), one
+// slice after each sweep.
+type probe struct {
+	on      bool
+	to      time.Time
+	width   time.Duration // of its last slice, carried to the next
+	started time.Time     // local clock
+}
+
+// read is one re-read the loop makes: the window [from, to] (both ends
+// included), at most maxCalls calls, owing the age need; width carries a
+// probe's slice width (nil: the whole window first); look says it is a
+// second look (its finds lie within the overlap: no warning).
+type read struct {
+	from, to time.Time
+	maxCalls int
+	need     time.Duration
+	width    *time.Duration
+	look     bool
+}
+
+// lookHorizon is the newest stamp the second look reads after a sweep up
+// to the watermark: the second a read now reaches at the overlap's age
+// (ledger.record), and, while the sweeps read the whole overlap
+// (sweepFrom reads down to what is owed, secondLookMax at most), below
+// their reach.
+func lookHorizon(watermark time.Time, overlap time.Duration, split bool) time.Time {
+	h := watermark.Add(-overlap - time.Second)
+	if !split {
+		h = h.Add(-secondLookMax)
+	}
+	return h
+}
+
+// secondLook says what the second look reads after a verified sweep that
+// left the watermark at watermark, gap after the one before: the ledger's
+// lowest owed stretch at the overlap's age below lookHorizon, when it is
+// due (secondLook.due). reads is nil before the ledger is loaded (a first
+// sync).
+func (s *scheduler) secondLook(reads *ledger, watermark time.Time, overlap, gap time.Duration) (read, bool) {
+	if reads == nil || watermark.IsZero() {
+		return read{}, false
+	}
+	horizon := lookHorizon(watermark, overlap, s.look.split)
+	from, to, ok := reads.window(overlap, horizon)
+	if !ok || !s.look.due(from, horizon, gap) {
+		return read{}, false
+	}
+	return read{from: from, to: to, maxCalls: 2, need: overlap}, true
+}
+
+// startProbe starts a probe after a verified sweep when the probes run
+// (level > 0), the ledger is loaded and Timings says one is due: it reads
+// what is owed at level up to the watermark minus level.
+func (s *scheduler) startProbe(loaded bool, watermark time.Time, level time.Duration, due bool, now time.Time) {
+	if s.probe.on || !loaded || watermark.IsZero() || level <= 0 || !due {
+		return
+	}
+	s.probe = probe{on: true, to: watermark.Add(-level - time.Second), started: now}
+}
+
+// probeSlice says whether the probe under way reads a slice now, and
+// which: one slice after each sweep, where the short period leaves room
+// for a call besides the sweeps' (room), or once the probe has waited
+// probeEvery for it. done says nothing is owed up to its end: it ended.
+func (s *scheduler) probeSlice(reads *ledger, level time.Duration, room bool, now time.Time) (r read, run, done bool) {
+	if !s.probe.on || reads == nil || (!room && now.Sub(s.probe.started) < probeEvery) {
+		return read{}, false, false
+	}
+	from, to, ok := reads.window(level, s.probe.to)
+	if !ok {
+		return read{}, false, true
+	}
+	return read{from: from, to: to, maxCalls: 1, need: level, width: &s.probe.width}, true, false
+}
+
+// probeRead takes the outcome of a probe's slice: an error ends the probe
+// (its window stays owed: the next one reads it); otherwise it ends once
+// the ledger owes nothing more up to its end.
+func (s *scheduler) probeRead(reads *ledger, level time.Duration, err error) (ended bool) {
+	if err != nil {
+		s.probe.on = false
+		return true
+	}
+	if _, _, owed := reads.window(level, s.probe.to); !owed {
+		s.probe.on = false
+		return true
+	}
+	return false
+}
+
+// slack says whether the short and the route period leave room for one
+// more call before they reset, besides a one-call sweep every pace and the
+// pacer's reserve (plenty.PeriodReserve). Unknown periods leave room.
+func slack(th plenty.Throttle, pace time.Duration) bool {
+	for _, per := range []plenty.Period{th.Short, th.Route} {
+		if !per.Present || per.Limit == 0 || per.CallsLeft < 0 || per.Decay <= 0 || pace <= 0 {
+			continue
+		}
+		if per.CallsLeft < int(per.Decay/pace)+2+plenty.PeriodReserve(per.Limit) {
+			return false
+		}
+	}
+	return true
+}
