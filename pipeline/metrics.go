@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/publisher"
@@ -258,6 +259,13 @@ func (m *metrics) observeCall(c plenty.CallInfo) {
 // observeLogin is the client's OnLogin hook.
 func (m *metrics) observeLogin(r plenty.LoginResult) { m.logins.WithLabelValues(string(r)).Inc() }
 
+// committed counts the events of a commit (poller.Config.OnCommit).
+func (m *metrics) committed(types []diff.Type) {
+	for _, t := range types {
+		m.events.WithLabelValues(string(t)).Inc()
+	}
+}
+
 // observeSweep records one sweep's figures.
 func (m *metrics) observeSweep(st poller.Stats, err error) {
 	m.sweepDuration.Observe(st.Duration.Seconds())
@@ -267,9 +275,6 @@ func (m *metrics) observeSweep(st poller.Stats, err error) {
 		m.secondLooks.Inc()
 	}
 	m.badEntries.Add(float64(st.BadEntries))
-	for typ, n := range st.Events {
-		m.events.WithLabelValues(string(typ)).Add(float64(n))
-	}
 	if !st.Watermark.IsZero() {
 		m.watermark.Store(st.Watermark.Unix())
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/publisher"
@@ -301,7 +302,7 @@ func (w *Watcher) newWorkers() error {
 		ItemsPerPage: cfg.ItemsPerPage, SlicePages: cfg.SlicePages, Keyset: poller.KeysetMode(cfg.Keyset),
 		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
 		Source: source, SubjectPrefix: cfg.SubjectPrefix,
-		OnCommit:    func(int) { w.pub.Notify() },
+		OnCommit:    func(types []diff.Type) { w.metrics.committed(types); w.pub.Notify() },
 		OnProgress:  w.onProgress,
 		OnClockJump: func(jump time.Duration, decision string) { w.metrics.clockJump(jump, decision) },
 		Logger:      w.log.With("component", "poller"),

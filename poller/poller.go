@@ -135,9 +135,12 @@ type Config struct {
 	// while the outbox is full or the state file not writable [1s].
 	OutboxWait time.Duration
 
-	// OnCommit is called after every committed page with the number of
-	// events it added to the outbox (wakes the publisher).
-	OnCommit func(events int)
+	// OnCommit is called after every committed page with the types of the
+	// events it added to the outbox, one per event (wakes the publisher,
+	// counts them: a sweep's report comes after its second look and probe,
+	// and a sweep cut short by a shutdown is not reported). The slice is
+	// reused after the call.
+	OnCommit func(events []diff.Type)
 	// OnProgress is called after every call of a sweep and every verified
 	// slice (metrics that move page by page).
 	OnProgress func(Progress)

@@ -812,8 +812,8 @@ func (s *sweep) flush(mark *time.Time) error {
 	for _, t := range s.pendingTypes {
 		s.st.Events[t]++
 	}
-	if cfg.OnCommit != nil && len(c.Events) > 0 {
-		cfg.OnCommit(len(c.Events))
+	if cfg.OnCommit != nil && len(s.pendingTypes) > 0 {
+		cfg.OnCommit(s.pendingTypes)
 	}
 	if mark != nil {
 		if s.p.covered.IsZero() {
