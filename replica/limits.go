@@ -302,6 +302,13 @@ func (r *Replica) loadLimits() (map[string]json.RawMessage, error) {
 	for _, name := range r.cfg.Limits {
 		var raw json.RawMessage
 		found, err := r.cfg.Store.LoadRecord(name, &raw)
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			// Not JSON (a damaged file): its owner ignores it too; the
+			// group's copy, if any, takes its place.
+			r.log.Warn("an unreadable record of the state file is left out of the group's limits", "record", name, "err", err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
