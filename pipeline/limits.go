@@ -39,4 +39,8 @@ func (w *Watcher) GroupLimits() {
 	}
 }
 
-var _ replica.LimitsApplier = (*Watcher)(nil)
+// GroupLimits: the replica is given hooks{w}, not the Watcher: without
+// this method the running client never heard of another replica's wait.
+func (p hooks) GroupLimits() { p.w.GroupLimits() }
+
+var _ replica.LimitsApplier = hooks{}
