@@ -171,6 +171,13 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 	reg.MustRegister(m.clockJumps)
 	registerTimings(reg, live.timings)
 
+	registerLive(reg, live, m)
+	return m
+}
+
+// registerLive registers the metrics read when scraped: waits, throttle
+// periods, outbox, state file, NATS, watermark and quarantine.
+func registerLive(reg prometheus.Registerer, live liveSources, m *metrics) {
 	for _, reason := range []plenty.WaitReason{plenty.WaitDailyQuota, plenty.WaitThrottled, plenty.WaitReserve} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "orderwatch_paused_until_timestamp_seconds",
@@ -237,7 +244,6 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 			return 0
 		}),
 	)
-	return m
 }
 
 func b2f(b bool) float64 {
