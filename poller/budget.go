@@ -63,6 +63,14 @@ type Budget struct {
 	// it in the budget's record: restored as written, for the read ledger
 	// to migrate (reads.go); never written again.
 	checked time.Time
+
+	// id names this budget among the group's (a random key of spent);
+	// spent is what each budget of the group has taken, as far as known
+	// (this one's own under id); inbox holds the group's record to absorb
+	// (budget_group.go).
+	id    string
+	spent map[string]Spend
+	inbox *budgetInbox
 }
 
 // NewBudget returns an empty budget for share (0 < share <= 1); it fills
@@ -71,7 +79,7 @@ func NewBudget(share float64) *Budget {
 	if share <= 0 || share > 1 {
 		share = 0.25
 	}
-	return &Budget{share: share}
+	return &Budget{share: share, id: newBudgetID(), spent: map[string]Spend{}, inbox: &budgetInbox{}}
 }
 
 // rate is the refill in calls per second.
@@ -92,8 +100,10 @@ func (b *Budget) capacity() float64 {
 	return b.rate() * budgetBurst.Seconds()
 }
 
-// refill brings the bucket to now under what the service last said.
+// refill brings the bucket to now under what the service last said
+// (and what other replicas of the group spent: absorb).
 func (b *Budget) refill(now time.Time, th plenty.Throttle) {
+	b.absorb()
 	long := th.Long
 	if long.Present && long.Limit > 0 && long.Limit != b.limit {
 		full := b.limit == 0
@@ -172,6 +182,7 @@ func (b *Budget) Take(now time.Time, calls int, th plenty.Throttle) {
 	if b.limit > 0 {
 		b.level -= float64(calls)
 	}
+	b.count(now, calls)
 }
 
 // Extra counts calls that are no sweep's own (a probe's slice between
@@ -382,11 +393,20 @@ type BudgetState struct {
 	// the read ledger (record "reads", ledger.go) holds what was read now,
 	// and starts from it when it has no record of its own.
 	Checked time.Time `json:"checked,omitzero"`
+	// Spent is what each budget of the group (one a process's tenure, a
+	// random key) has taken, as far as this one knows: Level counts all
+	// of it. A merge takes from the level what another's count adds
+	// (MergeBudget), so that a replica's spend is never refunded and the
+	// owner's refill still counts.
+	Spent map[string]Spend `json:"spent,omitempty"`
+
+	inbox *budgetInbox // the budget that saved it (AbsorbGroup)
 }
 
 // Snapshot returns the budget's state, to persist.
 func (b *Budget) Snapshot() BudgetState {
-	return BudgetState{Level: b.level, At: b.at, Limit: b.limit, Costs: slices.Clone(b.costs), Mean: b.mean, Cycles: b.cycles, Next: b.next, Gap: b.gap}
+	return BudgetState{Level: b.level, At: b.at, Limit: b.limit, Costs: slices.Clone(b.costs), Mean: b.mean, Cycles: b.cycles, Next: b.next, Gap: b.gap,
+		Spent: b.spentSince(b.at), inbox: b.inbox}
 }
 
 // Restore continues from a state a previous process saved, at now: the
@@ -399,6 +419,7 @@ func (b *Budget) Snapshot() BudgetState {
 // level and the costs of a record are clamped (see below).
 func (b *Budget) Restore(s BudgetState, now time.Time) {
 	b.costs = nil
+	b.restoreSpent(s.Spent, now)
 	// A fact about the reads made, in the service's time: the read ledger
 	// checks it against the service's evidence, never the local clock.
 	b.checked = s.Checked

@@ -24,6 +24,10 @@ func ShiftBudget(raw json.RawMessage, d time.Duration) (json.RawMessage, error) 
 	if !s.Next.IsZero() {
 		s.Next = s.Next.Add(d)
 	}
+	for k, sp := range s.Spent {
+		sp.At = sp.At.Add(d)
+		s.Spent[k] = sp
+	}
 	return json.Marshal(s)
 }
 
@@ -31,10 +35,12 @@ func ShiftBudget(raw json.RawMessage, d time.Duration) (json.RawMessage, error) 
 // (on this replica's clock). With newer the group's is a later state of
 // the same budget (written after the checkpoint this replica restored,
 // by that checkpoint's writer) and replaces it. Otherwise the merge only
-// spends: the lower level, as measured at the later time (no refill
-// counted for the time between), the later next sweep; the costs and the
-// limit of this replica's when it knows them. A group's record that does
-// not decode is an error (the caller keeps its own).
+// spends: this replica's level (its refill counts) less what the group's
+// counts of calls add to the ones it knew (budget_group.go), the later
+// next sweep; the costs and the limit of this replica's when it knows
+// them. A group's record without counts (an earlier version's) merges to
+// the lower level, as measured at the later time. A group's record that
+// does not decode is an error (the caller keeps its own).
 func MergeBudget(own, group json.RawMessage, newer bool) (json.RawMessage, error) {
 	var g, o BudgetState
 	if err := json.Unmarshal(group, &g); err != nil {
@@ -47,9 +53,14 @@ func MergeBudget(own, group json.RawMessage, newer bool) (json.RawMessage, error
 		return json.Marshal(o)
 	}
 	out := o
-	out.Level = min(o.Level, g.Level)
-	if g.At.After(o.At) {
-		out.At = g.At
+	switch {
+	case len(g.Spent) > 0:
+		mergeSpent(&out, o.Spent, g.Spent)
+	default:
+		out.Level = min(o.Level, g.Level)
+		if g.At.After(o.At) {
+			out.At = g.At
+		}
 	}
 	if g.Next.After(o.Next) {
 		out.Next, out.Gap = g.Next, g.Gap

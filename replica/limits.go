@@ -25,7 +25,9 @@ import (
 //     a write that fails is retried in the background while active.
 //   - Merged, never overwritten: a write reads the group's value and
 //     merges it with this replica's records (Config.Merges: a wait only
-//     lengthens, a budget only spends), then writes on that revision. So
+//     lengthens, a budget only spends), then writes on that revision,
+//     whoever wrote it last (the active's next save merges what another
+//     replica added since, before its components have absorbed it). So
 //     any replica, even one past its lease's deadline (a call answered
 //     late), adds what it learned without undoing another's: the write is
 //     not gated by the lease.
@@ -90,9 +92,23 @@ type notifying struct {
 func (n notifying) SaveRecord(name string, v any) error {
 	err := n.RecordStore.SaveRecord(name, v)
 	if err == nil && slices.Contains(n.r.cfg.Limits, name) {
+		if a, ok := v.(Absorber); ok {
+			n.r.absorbers.Store(name, a)
+		}
 		n.r.writeThrough()
 	}
 	return err
+}
+
+// Absorber is a record's value, saved through Records, that takes the
+// group's merged record back into the running component that saved it
+// (poller.BudgetState: the running budget). When another replica adds to
+// the group's limits, the active's follower calls AbsorbGroup of the
+// value last saved of each record that changed (its own records stay in
+// the state file until the component saves again); AbsorbGroup must be
+// safe for concurrent use with the component.
+type Absorber interface {
+	AbsorbGroup(merged json.RawMessage)
 }
 
 func (r *Replica) limitsKey() string { return r.Key() + ".limits" }
@@ -167,8 +183,11 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// Merged whoever wrote last, this replica too: what another
+		// merged in since (a wait, a session, calls it spent) is not in
+		// this replica's own records until its components absorb it.
 		recs := own
-		if g.found && g.v.Writer != me {
+		if g.found {
 			recs = r.merge(own, g, false)
 		}
 		err = r.putLimits(ctx, me, recs, g.rev)
@@ -283,6 +302,9 @@ func (r *Replica) adopt(e jetstream.KeyValueEntry) bool {
 	for name, raw := range r.merge(own, groupLimits{v: v, found: true, stamp: e.Created()}, false) {
 		if string(raw) == string(own[name]) {
 			continue
+		}
+		if a, ok := r.absorbers.Load(name); ok {
+			a.(Absorber).AbsorbGroup(raw)
 		}
 		if err := r.cfg.Store.SaveRecord(name, raw); err != nil {
 			r.log.Warn("the group's limits written by another replica could not be saved", "record", name, "err", err)

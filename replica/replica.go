@@ -159,6 +159,7 @@ type Replica struct {
 	// (unix nanos) is until when a save does not write through (a write
 	// just failed).
 	limMu       sync.Mutex
+	absorbers   sync.Map // record name → the Absorber last saved through Records
 	limitsQuiet atomic.Int64
 
 	changed     chan struct{} // the lease changed hands (cap 1)
