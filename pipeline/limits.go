@@ -26,10 +26,12 @@ func LimitRecords() ([]string, map[string]replica.Limit) {
 	}
 }
 
-// GroupLimits applies the group's waits, merged into the state file by
-// the replica while this one is active, to the running client
-// (replica.LimitsApplier).
+// GroupLimits applies the group's waits and sessions, merged into the
+// state file by the replica while this one is active, to the running
+// client (replica.LimitsApplier). The budget's calls reach the running
+// budget through the record it saved (replica.Absorber).
 func (w *Watcher) GroupLimits() {
+	w.cl().AdoptSessions()
 	waits, _, err := plenty.LoadWaits(w.store)
 	if err != nil || len(waits) == 0 {
 		return

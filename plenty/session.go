@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -171,6 +172,12 @@ type loginGuard struct {
 	// rejectedSince: the first 401 to the current token while it was
 	// fresh (had not served a call yet); zero when none.
 	rejectedSince time.Time
+	// owner names this client in the group (sessions_group.go); others
+	// are the group's other clients' sessions that may be open; in is
+	// what AdoptSessions left to take.
+	owner  string
+	others map[string]sessionsOf
+	in     groupInbox
 }
 
 // SessionRecords keeps the login guard across restarts (implemented by
@@ -198,6 +205,10 @@ type guardRecord struct {
 	FreshToken    time.Time     `json:"fresh_token_expires,omitzero"` // the stored token has served no call yet
 	RejectedSince time.Time     `json:"fresh_token_rejected_since,omitzero"`
 	SavedAt       time.Time     `json:"saved_at"`
+	// Owner names the client that saved it (UnsureEnds are its own);
+	// Others are the group's other clients' (sessions_group.go).
+	Owner  string                `json:"owner,omitempty"`
+	Others map[string]sessionsOf `json:"others,omitempty"`
 }
 
 // reasonKinds maps a record's Kind to the sentinel a restored reason wraps.
@@ -258,30 +269,38 @@ func (c *Client) loadGuard() {
 		if r.NotBefore.Sub(now) > r.Wait {
 			g.notBefore = now.Add(r.Wait)
 		}
-		reason := &restoredReason{text: r.Reason}
-		for _, k := range reasonKinds {
-			if k.kind == r.Kind {
-				reason.kind = k.err
-			}
-		}
-		g.reason = reason
+		g.reason = restoredKind(r.Reason, r.Kind)
 	}
 	longest := max(g.lifetime, c.cfg.SessionLifetime)
-	for _, end := range r.UnsureEnds {
-		if end.After(now) {
-			if latest := now.Add(longest); end.After(latest) {
-				end = latest
+	capped := func(ends []time.Time) (out []time.Time) {
+		for _, end := range ends {
+			if end.After(now) {
+				out = append(out, minTime(end, now.Add(longest)))
 			}
-			g.unsure = append(g.unsure, end)
+		}
+		return out
+	}
+	// The sessions of the record's writer (an earlier process, the
+	// replica this one took over from: it may still run) and of the
+	// group's other clients are theirs: a later record of theirs says
+	// which are closed. An earlier version's record names no writer.
+	g.others = map[string]sessionsOf{}
+	if r.Owner == "" {
+		g.unsure = append(g.unsure, capped(r.UnsureEnds)...)
+	}
+	for k, o := range r.clients() {
+		if k != g.ownerID() {
+			o.Ends = capped(o.Ends)
+			noteOthers(g.others, k, o, now)
 		}
 	}
 	if !r.FreshToken.IsZero() && r.FreshToken.Equal(c.token.ExpiresAt) {
 		c.fresh.Store(true)
 		g.rejectedSince = r.RejectedSince
 	}
-	if !g.notBefore.IsZero() || len(g.unsure) > 0 {
+	if n := g.open(now); !g.notBefore.IsZero() || n > 0 {
 		c.log.Info("login guard restored from the state file", "no_login_before", g.notBefore.Format(time.RFC3339),
-			"reason", r.Reason, "unsure_sessions", len(g.unsure), "session_limit", g.limit)
+			"reason", r.Reason, "unsure_sessions", n, "session_limit", g.limit)
 	}
 }
 
@@ -291,7 +310,8 @@ func (c *Client) saveGuard() {
 		return
 	}
 	g := &c.logins
-	r := guardRecord{Limit: g.limit, Spacing: g.spacing, Lifetime: g.lifetime, UnsureEnds: g.unsure, SavedAt: c.now()}
+	r := guardRecord{Limit: g.limit, Spacing: g.spacing, Lifetime: g.lifetime, UnsureEnds: g.unsure, SavedAt: c.now(),
+		Owner: g.ownerID(), Others: maps.Clone(g.others)}
 	if g.notBefore.After(r.SavedAt) {
 		r.NotBefore, r.Wait = g.notBefore, g.wait
 		if g.reason != nil {
@@ -330,8 +350,7 @@ func (g *loginGuard) prune(now time.Time) {
 // while the service opened a new session and kept the old one, so the
 // current session, the unsure ones and one more must fit.
 func (g *loginGuard) mayRenew(now time.Time) bool {
-	g.prune(now)
-	return len(g.unsure)+2 <= max(g.own(), 2)
+	return g.open(now)+2 <= max(g.own(), 2)
 }
 
 // Login opens a session now unless the client holds a live one. Calls log in
@@ -357,6 +376,7 @@ func (c *Client) session(ctx context.Context) (order.Token, error) {
 	}
 	now := c.now()
 	g := &c.logins
+	c.adoptGroup(now)
 	if c.token.Valid(now, 0) {
 		if !g.rejectedSince.IsZero() && now.Before(g.notBefore) {
 			// A fresh token the service rejected: tried again later, no
@@ -372,9 +392,8 @@ func (c *Client) session(ctx context.Context) (order.Token, error) {
 	if now.Before(g.notBefore) {
 		return order.Token{}, &LoginHeldError{Until: g.notBefore, Reason: g.reason}
 	}
-	g.prune(now)
-	if n := len(g.unsure); n >= g.own() {
-		first := slices.MinFunc(g.unsure, time.Time.Compare)
+	if n := g.open(now); n >= g.own() {
+		first := g.firstEnd()
 		return order.Token{}, &LoginHeldError{Until: first, Reason: fmt.Errorf(
 			"%d sessions may be open that this client has no token for (logins or renewals whose answers were lost, fresh tokens the service rejected), live until %s at the latest; a new login could leave the shop's other integrations none of its %d: %w",
 			n, first.Format(time.RFC3339), g.limit, ErrAnswerLost)}
@@ -448,11 +467,11 @@ func (c *Client) login(ctx context.Context) (order.Token, error) {
 	case LoginOK:
 		g.lifetime = tok.ExpiresAt.Sub(now)
 		g.rejectedSince = time.Time{}
-		if concurrent > 0 && len(g.unsure) > concurrent-1 {
+		if concurrent > 0 {
 			// The service counts the sessions open now: at most
-			// concurrent-1 of the unsure ones can still be.
-			slices.SortFunc(g.unsure, time.Time.Compare)
-			g.unsure = slices.Delete(g.unsure, 0, len(g.unsure)-(concurrent-1))
+			// concurrent-1 of the unsure ones (the group's included) can
+			// still be.
+			g.trim(concurrent - 1)
 		}
 		c.log.Info("logged in", "expires_at", tok.ExpiresAt.Format(time.RFC3339))
 		c.setToken(ctx, tok)
