@@ -22,7 +22,8 @@ import (
 //   - Written through: a save of a record named in Config.Limits (through
 //     Records) writes the group's key <Key>.limits of the checkpoint
 //     bucket before the save returns, so before the caller's next call;
-//     a write that fails is retried in the background while active.
+//     a write that fails is tried again at once (a few times within 2 s),
+//     then in the background while active.
 //   - Merged, never overwritten: a write reads the group's value and
 //     merges it with this replica's records (Config.Merges: a wait only
 //     lengthens, a budget only spends), then writes on that revision,
@@ -113,21 +114,37 @@ type Absorber interface {
 
 func (r *Replica) limitsKey() string { return r.Key() + ".limits" }
 
-// writeThrough writes the group's limits now, bounded; a failure leaves
-// them to the background writer (and, for a few seconds, the next saves
-// too: NATS that does not answer must not slow every save down).
+// writeThrough writes the group's limits now, before the save returns
+// (so before the caller's next call): a write that fails is tried again
+// at once, a few times within a bound; only then is it left to the
+// background writer. After such a failure (NATS that does not answer
+// must not slow every save down) a save tries once, within a shorter
+// bound, for a few seconds.
 func (r *Replica) writeThrough() {
-	if r.lease.Load() == nil || time.Now().UnixNano() < r.limitsQuiet.Load() {
+	if r.lease.Load() == nil {
 		r.pokeLimits()
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := r.writeLimits(ctx); err != nil {
-		r.limitsQuiet.Store(time.Now().Add(5 * time.Second).UnixNano())
-		r.log.Warn("writing the group's limits (waits, sessions, budget) failed; retried in the background", "err", err)
-		r.pokeLimits()
+	tries, bound := 3, 2*time.Second
+	if time.Now().UnixNano() < r.limitsQuiet.Load() {
+		tries, bound = 1, 500*time.Millisecond
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	var err error
+	for try := 0; try < tries && ctx.Err() == nil; try++ {
+		if err = r.writeLimits(ctx); err == nil {
+			r.limitsQuiet.Store(0)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(try+1) * 20 * time.Millisecond):
+		}
+	}
+	r.limitsQuiet.Store(time.Now().Add(5 * time.Second).UnixNano())
+	r.log.Warn("writing the group's limits (waits, sessions, budget) failed; retried in the background", "err", err)
+	r.pokeLimits()
 }
 
 func (r *Replica) pokeLimits() {
