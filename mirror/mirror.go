@@ -62,7 +62,13 @@ type Record struct {
 	// inode, Config.Lock): a copy of the file (a cloned volume, a restored
 	// backup) carries File but sits in another file, and is given a new
 	// File (New): it never passes for the tenure of the file it copies.
-	Lock  string `json:"lock,omitempty"`
+	Lock string `json:"lock,omitempty"`
+	// Gen counts the checkpoints this file wrote (one more before each:
+	// the checkpoint carries it, in its copy of this record). A file
+	// whose Gen is below that of the group's checkpoint it wrote is an
+	// older copy of itself (a backup restored in place: the same inode)
+	// and never continues its tenure (Continues).
+	Gen   uint64 `json:"gen,omitempty"`
 	Epoch uint64 `json:"epoch,omitempty"`
 	Nonce string `json:"nonce,omitempty"`
 	Seq   uint64 `json:"seq,omitempty"`
@@ -310,9 +316,28 @@ func (m *Mirror) Continues(ctx context.Context) (bool, error) {
 	m.mu.Unlock()
 	if found {
 		w := cp.Writer()
-		return rec.Epoch != 0 && w.Epoch == rec.Epoch && w.Nonce == rec.Nonce && (w.File == "" || w.File == rec.File), nil
+		own := rec.Epoch != 0 && w.Epoch == rec.Epoch && w.Nonce == rec.Nonce && (w.File == "" || w.File == rec.File)
+		if gen := writtenGen(cp, rec.File); own && gen > rec.Gen {
+			m.log.Warn("this state file is an older copy of itself (a backup restored in place, a snapshot rolled back): the group's checkpoint it wrote is newer than the file; it restores the group's checkpoint instead of continuing its tenure",
+				"file_id", rec.File, "gen", rec.Gen, "gen_of_the_checkpoint", gen)
+			return false, nil
+		}
+		return own, nil
 	}
 	return m.nothingNewer(ctx, rec)
+}
+
+// writtenGen is the Gen of file in the checkpoint cp (0: none known: an
+// earlier version wrote it, or another file).
+func writtenGen(cp lease.Checkpoint, file string) uint64 {
+	var st struct {
+		Records map[string]json.RawMessage `json:"records"`
+	}
+	var rec Record
+	if json.Unmarshal(cp.State, &st) != nil || json.Unmarshal(st.Records[RecordName], &rec) != nil || rec.File != file {
+		return 0
+	}
+	return rec.Gen
 }
 
 // nothingNewer says whether the group holds nothing this state file has
@@ -763,6 +788,11 @@ func (m *Mirror) Committed(ctx context.Context, l *lease.Lease) (bool, error) {
 func (m *Mirror) checkpoint(ctx context.Context, l *lease.Lease) (bool, error) {
 	seq, created, err := m.position(ctx)
 	if err != nil {
+		return false, err
+	}
+	// One more checkpoint of this file: the checkpoint carries the count
+	// (a copy of the file taken before it has a lower one).
+	if err := m.save(func(r *Record) { r.Gen++ }); err != nil {
 		return false, err
 	}
 	st, quiet, err := m.cfg.Store.Checkpoint()
