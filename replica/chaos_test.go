@@ -19,7 +19,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/internal/e2e"
 	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
@@ -28,14 +30,13 @@ import (
 	"github.com/orderwatch/orderwatch/plenty/order"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/replica"
-	"github.com/orderwatch/orderwatch/state"
 )
 
 // The seeded randomized test of the group's promises over takeovers:
-// three replicas (in process, each on its own NATS connection and state
-// file) with a pipeline that calls the simulator in a loop through a real
-// client (gated by the lease, its waits and sessions kept through the
-// replica's Records). At random instants, drawn from the seed: the
+// three replicas (in process, each the real pipeline on its own NATS
+// connection and state file: the sweeps, the outbox, the publisher, the
+// group's limits through its hooks) on the simulator, whose orders change
+// a few times a second. At random instants, drawn from the seed: the
 // replicas' NATS operations fail, lose their answer (done on the server,
 // an error to the caller) or answer late; a replica is killed (and
 // restarted on its state file) or stalled (none of its NATS operations
@@ -48,7 +49,10 @@ import (
 //   - no replica calls inside a wait the shop announced to it, and none
 //     inside a wait the group's limits hold (from the moment they hold it,
 //     plus the news' travel: 200 ms);
-//   - the group works again after each fault (calls in the last second).
+//   - the group works again after each fault (calls in the last second);
+//   - nothing lost, nothing doubled: once the faults end, the stream's
+//     events bring every order to its state at the shop, and no change
+//     (an order's event type at one updatedAt) has two events.
 //
 // Default: one seed (time-based, printed) for 8 s of faults. -chaos-long
 // runs -chaos-seeds seeds for 40 s (-chaos-for) each (make chaos-long). A failing seed prints the command that replays it.
@@ -93,7 +97,10 @@ type chaosWorld struct {
 	t    *testing.T
 	g    *group
 	shop string
+	sim  *plentysim.Server
 	rng  *rand.Rand // the scheduler's (one goroutine)
+	// initial is the shop's orders before the replicas started.
+	initial map[int64]plentysim.Order
 
 	mu      sync.Mutex
 	calls   []chaosCall
@@ -133,6 +140,11 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 	natsFaults.Store(0)
 	w := &chaosWorld{t: t, g: newGroup(t), rng: rand.New(rand.NewPCG(seed, 0x0a3)), faults: map[string]int{}}
 	w.startShop()
+	w.g.key = lease.Key(w.shop, stream) // the pipelines' group
+	mctx, mstop := context.WithCancel(context.Background())
+	mutDone := make(chan struct{})
+	go func() { defer close(mutDone); w.sim.RunMutator(mctx, plentysim.MutatorConfig{Rate: 4}) }()
+	defer func() { mstop(); <-mutDone }()
 	go w.watch("_lease", w.g.key, func(e jetstream.KeyValueEntry) {
 		var v lease.Value
 		if e.Operation() == jetstream.KeyValuePut {
@@ -191,7 +203,8 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 	w.mu.Lock()
 	w.next429 = nil
 	w.mu.Unlock()
-	// Nothing goes wrong now: the group works again.
+	// Nothing goes wrong now: the group works again, and its stream
+	// catches up with the shop.
 	settled := time.Now()
 	testnats.WaitFor(t, "calls after the faults ended", 30*time.Second, func() bool {
 		w.mu.Lock()
@@ -199,9 +212,17 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 		n := len(w.calls)
 		return n > 0 && w.calls[n-1].at.After(settled.Add(time.Second))
 	})
+	mstop()
+	<-mutDone
+	var lost []string
+	testnats.WaitForEvery(t, "the stream to bring every order to its state at the shop", 30*time.Second, 500*time.Millisecond, func() bool {
+		lost = w.judgeEvents(false)
+		return len(lost) == 0
+	})
 	for _, m := range reps {
 		m.kill(t)
 	}
+	w.judgeEvents(true)
 	time.Sleep(200 * time.Millisecond) // the watchers' last entries
 	return w.judge()
 }
@@ -230,9 +251,13 @@ func (w *chaosWorld) arm429(d time.Duration, daily bool) {
 func (w *chaosWorld) startShop() {
 	sim := plentysim.New(plentysim.Config{Seed: 1})
 	sim.Generate(5, time.Now().Add(-time.Hour), time.Now().Add(-time.Minute))
+	w.sim, w.initial = sim, map[int64]plentysim.Order{}
+	for _, o := range sim.Orders() {
+		w.initial[o.ID] = o
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		now := time.Now()
-		inst := r.Header.Get("X-Replica")
+		inst := instanceOf(r.Header.Get("User-Agent"))
 		w.mu.Lock()
 		w.calls = append(w.calls, chaosCall{now, inst})
 		a := w.next429
@@ -295,7 +320,7 @@ func (w *chaosWorld) watch(suffix, key string, note func(jetstream.KeyValueEntry
 // active is the replica working as the active one ("" none).
 func (w *chaosWorld) active(reps map[string]*chaosMember) string {
 	for n, m := range reps {
-		if m.rep.Working() && m.rep.Gate() == nil {
+		if m.w.Working() {
 			return n
 		}
 	}
@@ -384,14 +409,16 @@ func (w *chaosWorld) lastHolderBefore(i int) string {
 
 // chaosMember is one replica process.
 type chaosMember struct {
-	rep    *replica.Replica
+	w      *wiring.Watcher
 	kv     *chaosKVs
 	nc     *nats.Conn
-	st     *state.Store
 	cancel context.CancelFunc
 	done   chan struct{}
 	logs   *e2e.LockedBuffer
 }
+
+// chaosTTL is the lease's time to live (the least a pipeline accepts).
+const chaosTTL = 2 * time.Second
 
 func (w *chaosWorld) start(name string, seed uint64) *chaosMember {
 	t := w.t
@@ -399,31 +426,43 @@ func (w *chaosWorld) start(name string, seed uint64) *chaosMember {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := state.Open(filepath.Join(chaosDir(t), name+".db"), state.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	js, _ := jetstream.New(nc)
-	b, err := replica.BindBuckets(context.Background(), js, w.g.bucket, ttl, 1, slog.New(slog.DiscardHandler))
+	b, err := replica.BindBuckets(context.Background(), js, w.g.bucket, chaosTTL, 1, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	kvs := &chaosKVs{rng: rand.New(rand.NewPCG(seed, 7))}
 	b.Lease, b.Checkpoints = kvs.wrap(b.Lease), kvs.wrap(b.Checkpoints)
-	limits, merges := wiring.LimitRecords()
-	m := &chaosMember{kv: kvs, nc: nc, st: st, done: make(chan struct{}), logs: &e2e.LockedBuffer{}}
-	m.rep = replica.New(replica.Config{
-		NC: nc, Store: st, FileLock: st.LockID(), Stream: stream, SubjectPrefix: "orders", Buckets: b,
-		Key: w.g.key, Instance: name, Host: "h", Limits: limits, Merges: merges,
-		Logger: slog.New(slog.NewTextHandler(m.logs, nil)),
-		Tuning: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second},
+	m := &chaosMember{kv: kvs, nc: nc, done: make(chan struct{}), logs: &e2e.LockedBuffer{}}
+	cfg := &wiring.Config{
+		PlentyURL: w.shop, PlentyUsername: "demo", PlentyPassword: "demo", PlentyAPIVendor: "service", PlentyTimeout: 5 * time.Second,
+		NATSURL: w.g.url, Stream: stream, StreamCreate: true, DuplicateWindow: 2 * time.Minute, StreamReplicas: 1,
+		SubjectPrefix: "orders", PublishInFlight: 256, StatePath: filepath.Join(chaosDir(t), name+".db"), OutboxMax: 100000,
+		PollInterval: 200 * time.Millisecond, Settle: time.Second, Overlap: 5 * time.Second, StartFrom: wiring.StartFrom{Back: 24 * time.Hour},
+		CallShare: 0.25, ItemsPerPage: 250, SlicePages: 4, Keyset: "auto", BadEntries: "quarantine",
+		Lease: true, InstanceID: name, LeaseTTL: chaosTTL, LeaseBucket: w.g.bucket,
+		HTTPAddr: "127.0.0.1:0", LogFormat: "text", LogLevel: "info", ShutdownTimeout: 2 * time.Second,
+	}
+	reg := prometheus.NewRegistry()
+	m.w, err = wiring.New(cfg, wiring.Options{
+		Logger: slog.New(slog.NewTextHandler(m.logs, nil)), Registerer: reg, Gatherer: reg, Version: "chaos",
+		Conn: nc, Buckets: b, NoHTTP: true,
+		Replica: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second},
 	})
-	p := &chaosPipeline{st: st}
-	p.pipeline = &pipeline{store: st, onStart: func(ctx context.Context, st *state.Store) { w.calling(ctx, name, m.rep, p) }}
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
-	go func() { defer close(m.done); m.rep.Run(ctx, p) }()
+	go func() { defer close(m.done); _ = m.w.Run(ctx) }()
 	return m
+}
+
+// instanceOf is the replica a request's User-Agent names
+// ("orderwatch/chaos (r1)").
+func instanceOf(agent string) string {
+	_, in, _ := strings.Cut(agent, "(")
+	return strings.TrimSuffix(in, ")")
 }
 
 // chaosDir is the state files' directory of the test.
@@ -443,56 +482,6 @@ var dirs = struct {
 	m map[string]string
 }{m: map[string]string{}}
 
-// calling is the active's loop: a client built from the state file (as
-// the pipeline builds it at a takeover) that searches every few
-// milliseconds until its tenure ends.
-func (w *chaosWorld) calling(ctx context.Context, name string, rep *replica.Replica, p *chaosPipeline) {
-	st := p.st
-	recs := rep.Records(st)
-	hc := &http.Client{Transport: tagged{name, http.DefaultTransport}}
-	c, err := plenty.New(plenty.Config{BaseURL: w.shop, Username: "demo", Password: "demo", HTTPClient: hc, Timeout: 5 * time.Second,
-		Tokens: st, Sessions: recs, Waits: recs, Gate: rep.Gate})
-	if err != nil {
-		w.t.Error(err)
-		return
-	}
-	p.client.Store(c)
-	for ctx.Err() == nil {
-		_, _ = c.SearchOrders(ctx, order.Query{ItemsPerPage: 1})
-		select {
-		case <-ctx.Done():
-		case <-time.After(30 * time.Millisecond):
-		}
-	}
-}
-
-// chaosPipeline is the test's pipeline with its running client: it
-// applies the group's waits another replica adds (replica.LimitsApplier).
-type chaosPipeline struct {
-	*pipeline
-	st     *state.Store
-	client atomic.Pointer[plenty.Client]
-}
-
-func (p *chaosPipeline) GroupLimits() {
-	if c := p.client.Load(); c != nil {
-		waits, _, _ := plenty.LoadWaits(p.st)
-		c.Pacer().Restore(waits...)
-	}
-}
-
-// tagged names the replica in every request.
-type tagged struct {
-	name string
-	next http.RoundTripper
-}
-
-func (t tagged) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("X-Replica", t.name)
-	return t.next.RoundTrip(r)
-}
-
 // kill ends the member as a crash would (no release, its connection
 // gone); a member that does not stop fails the test.
 func (m *chaosMember) kill(t *testing.T) {
@@ -503,7 +492,6 @@ func (m *chaosMember) kill(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("a killed replica's Run did not return in 30 s:\n%s", m.logs.String())
 	}
-	_ = m.st.Close()
 }
 
 var natsFaults atomic.Int64
@@ -599,4 +587,68 @@ func (k *chaosKV) Put(ctx context.Context, key string, v []byte) (uint64, error)
 func (k *chaosKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
 	_, err := do(ctx, k.c, true, func() (struct{}, error) { return struct{}{}, k.KeyValue.Delete(ctx, key, opts...) })
 	return err
+}
+
+// judgeEvents reads the stream and says which orders its events do not
+// bring to their state at the shop (lost: an order's last event, or its
+// state before the replicas started, is not its state now); with final,
+// it reports those and every change with two events (doubled: one event
+// type of an order at one updatedAt, published twice under other ids).
+func (w *chaosWorld) judgeEvents(final bool) (lost []string) {
+	t := w.t
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := w.g.js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type st struct{ status, lock string }
+	fold := map[int64]st{}
+	for id, o := range w.initial {
+		fold[id] = st{order.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
+	}
+	seen := map[string]int{}
+	if n := info.State.Msgs; n > 0 {
+		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+			if err != nil {
+				t.Fatalf("reading the stream: %v", err)
+			}
+			ev, err := diff.DecodeEvent(msg.Data())
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[fmt.Sprintf("order %d %s at %s", ev.OrderID, ev.Type, ev.After.UpdatedAt.Time.Format(time.RFC3339))]++
+			fold[ev.OrderID] = st{ev.After.StatusID.Canonical(), ev.After.LockStatus}
+		}
+	}
+	for _, o := range w.sim.Orders() {
+		if want := (st{order.MustDecimal(o.StatusID).Canonical(), o.LockStatus}); fold[o.ID] != want {
+			lost = append(lost, fmt.Sprintf("order %d: the stream ends at %+v, the shop has %+v", o.ID, fold[o.ID], want))
+		}
+	}
+	if !final {
+		return lost
+	}
+	for _, l := range lost {
+		t.Errorf("lost: %s", l)
+	}
+	doubled := 0
+	for k, n := range seen {
+		if n > 1 {
+			if doubled++; doubled <= 5 {
+				t.Errorf("doubled: %s has %d events", k, n)
+			}
+		}
+	}
+	t.Logf("events: %d in the stream for %d changes at the shop; %d orders lost, %d changes doubled", len(seen), len(w.sim.History()), len(lost), doubled)
+	return lost
 }
