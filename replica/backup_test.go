@@ -25,6 +25,20 @@ func inode(t *testing.T, path string) uint64 {
 	return st.Ino
 }
 
+// advance has the active a commit the watermark wm and checkpoint it.
+func (g *group) advance(a *member, wm time.Time) time.Time {
+	g.t.Helper()
+	if err := a.store.Commit(state.Commit{Watermark: &wm}); err != nil {
+		g.t.Fatal(err)
+	}
+	a.rep.Swept()
+	waitFor(g.t, "a's checkpoint of "+wm.Format(time.RFC3339), func() bool {
+		cp, ok := g.checkpoint()
+		return ok && strings.Contains(string(cp.State), wm.Format(time.RFC3339))
+	})
+	return wm
+}
+
 // TestBackupRestoredInPlaceRestoresFromTheGroup: a backup of the
 // active's state file (its bytes, taken during its tenure) is copied back
 // over the same file after the active ran on (the group's checkpoint
@@ -40,15 +54,7 @@ func TestBackupRestoredInPlaceRestoresFromTheGroup(t *testing.T) {
 	backup := filepath.Join(t.TempDir(), "backup.db")
 	copyFile(t, path, backup)
 
-	wm2 := wm1.Add(time.Hour)
-	if err := a.store.Commit(state.Commit{Watermark: &wm2}); err != nil {
-		t.Fatal(err)
-	}
-	a.rep.Swept()
-	waitFor(t, "a's second checkpoint", func() bool {
-		cp, ok := g.checkpoint()
-		return ok && strings.Contains(string(cp.State), wm2.Format(time.RFC3339))
-	})
+	wm2 := g.advance(a, wm1.Add(time.Hour))
 	a.kill()
 	_ = a.store.Close()
 	ino := inode(t, path)

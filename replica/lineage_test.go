@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/replica"
-	"github.com/orderwatch/orderwatch/state"
 )
 
 // copyFile copies the state file at src to dst (a cloned volume, a
@@ -50,15 +49,7 @@ func TestCopyOfTheStateFileRestoresFromTheGroup(t *testing.T) {
 	copied := filepath.Join(t.TempDir(), "copy.db")
 	copyFile(t, a.store.Path(), copied)
 
-	wm2 := wm1.Add(time.Hour)
-	if err := a.store.Commit(state.Commit{Watermark: &wm2}); err != nil {
-		t.Fatal(err)
-	}
-	a.rep.Swept()
-	waitFor(t, "a's second checkpoint", func() bool {
-		cp, ok := g.checkpoint()
-		return ok && strings.Contains(string(cp.State), wm2.Format(time.RFC3339))
-	})
+	wm2 := g.advance(a, wm1.Add(time.Hour))
 	a.kill()
 	waitFor(t, "a's lease expired", g.leaseFree)
 
