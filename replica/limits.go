@@ -434,7 +434,13 @@ func (r *Replica) shifted(recs map[string]json.RawMessage, d time.Duration) map[
 // merge combines this replica's records with the group's g (moved onto
 // this replica's clock); groupLater: g is a later state of own's.
 func (r *Replica) merge(own map[string]json.RawMessage, g groupLimits, groupLater bool) map[string]json.RawMessage {
-	group := r.shifted(g.v.Records, r.shiftFrom(g.stamp, g.v.Written))
+	var d time.Duration
+	if l := r.lease.Load(); l == nil || g.v.Writer.Nonce != l.Writer().Nonce || g.v.Writer.Instance != l.Writer().Instance {
+		// Another process's clock (this one's own value is on its clock:
+		// moved, its waits would be new ones at every save).
+		d = r.shiftFrom(g.stamp, g.v.Written)
+	}
+	group := r.shifted(g.v.Records, d)
 	out := make(map[string]json.RawMessage, len(r.cfg.Limits))
 	now := r.now()
 	for _, name := range r.cfg.Limits {

@@ -97,3 +97,26 @@ func TestActivesSavesKeepWhatOthersMerged(t *testing.T) {
 		t.Errorf("the group's budget is at %.0f (%v): x's 100 calls refunded (want at most 900)", b.Level, err)
 	}
 }
+
+// TestActivesSavesDoNotMultiplyItsWait: the active's saves merge the
+// group's copy of its own wait back into its records: the copy is on its
+// own clock (no shift), so the group holds the one wait, however often
+// it saves.
+func TestActivesSavesDoNotMultiplyItsWait(t *testing.T) {
+	g := newGroup(t)
+	a := g.start("a", &pipeline{})
+	waitFor(t, "a active", a.working)
+	recs := a.rep.Records(a.store)
+	w := plenty.Wait{Until: time.Now().Add(time.Minute), Reason: plenty.WaitThrottled, Why: "429", Measured: time.Now(), Announced: time.Minute}
+	for range 5 {
+		if err := plenty.SaveWait(recs, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var r struct {
+		Waits []plenty.Wait `json:"waits"`
+	}
+	if err := json.Unmarshal(g.groupRecord(t, plenty.WaitsRecord), &r); err != nil || len(r.Waits) != 1 {
+		t.Errorf("the group holds %d waits (%v), want a's one", len(r.Waits), err)
+	}
+}
