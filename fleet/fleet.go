@@ -48,7 +48,11 @@ import (
 
 // Config configures a member of a fleet.
 type Config struct {
-	// NC is the member's NATS connection, shared by its pipelines.
+	// Shared is what the member's pipelines share (pipeline.NewHost: the
+	// NATS connection, the buckets, the HTTP listener); nil: one on NC.
+	Shared *pipeline.Host
+	// NC is the member's NATS connection, shared by its pipelines (not
+	// closed by the fleet), when Shared is nil.
 	NC *nats.Conn
 	// Instance names this member (the pod name) in the members bucket and
 	// in the leases; Host is informational.
@@ -104,6 +108,7 @@ func (c *Config) defaults() {
 type Fleet struct {
 	cfg   Config
 	log   *slog.Logger
+	host  *pipeline.Host
 	nonce string
 	since time.Time
 	wake  chan struct{}
@@ -123,7 +128,6 @@ type Fleet struct {
 	bound    bool                 // the buckets are bound
 	buckets  *replica.Buckets     // the shops' hot-standby buckets, once bound
 	builds   chan struct{}        // pipelines being built (a slot each)
-	restores chan struct{}        // pipelines taking over a shop's state (replica.Config.Takeovers)
 	lastPlan Plan
 	lastView View
 	firstRev uint64 // the revision of this member's first announcement
@@ -146,8 +150,8 @@ type run struct {
 // New returns a member; Run makes it work. Apply feeds it the registry.
 func New(cfg Config) (*Fleet, error) {
 	cfg.defaults()
-	if cfg.NC == nil || cfg.Instance == "" || cfg.StateDir == "" {
-		return nil, errors.New("fleet: NC, Instance and StateDir are required")
+	if (cfg.NC == nil && cfg.Shared == nil) || cfg.Instance == "" || cfg.StateDir == "" {
+		return nil, errors.New("fleet: Shared (or NC), Instance and StateDir are required")
 	}
 	if cfg.Base.Stream == "" {
 		return nil, pipeline.ConfigErrorf("fleet mode needs JetStream (%s_STREAM): the leases, checkpoints and snapshots live there", pipeline.EnvPrefix)
@@ -155,14 +159,21 @@ func New(cfg Config) (*Fleet, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o750); err != nil {
 		return nil, fmt.Errorf("fleet: state directory: %w", err)
 	}
+	host := cfg.Shared
+	if host == nil {
+		var err error
+		host, err = pipeline.NewHost(NewHostConfig(cfg.Base, cfg.NC, "", cfg.Logger))
+		if err != nil {
+			return nil, err
+		}
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	f := &Fleet{
-		cfg: cfg, log: cfg.Logger.With("component", "fleet"), nonce: hex.EncodeToString(b[:]), since: time.Now(),
+		cfg: cfg, log: cfg.Logger.With("component", "fleet"), host: host, nonce: hex.EncodeToString(b[:]), since: time.Now(),
 		wake: make(chan struct{}, 1), registry: map[string]shops.Shop{}, runs: map[string]*run{},
 		stopping: map[*run]struct{}{}, members: map[string]Member{}, holders: map[string]holder{},
 		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{}, builds: make(chan struct{}, buildsAtOnce),
-		restores: make(chan struct{}, takeoversAtOnce),
 	}
 	f.m = newMetrics(cfg.Registerer, f)
 	return f, nil
@@ -215,7 +226,7 @@ func (f *Fleet) shopConfig(s shops.Shop) (*pipeline.Config, error) {
 	c.Source = ""
 	c.StatePath = filepath.Join(f.cfg.StateDir, s.ID+".db")
 	c.Lease, c.InstanceID = true, f.cfg.Instance
-	c.HTTPAddr = "127.0.0.1:0" // not listened on (Options.NoHTTP)
+	c.HTTPAddr = "127.0.0.1:0" // not listened on: the member's host serves them all
 	return &c, nil
 }
 
@@ -269,7 +280,7 @@ func (f *Fleet) poke() {
 // flushes, writes its last checkpoint and releases its lease) and
 // withdraws its announcement.
 func (f *Fleet) Run(ctx context.Context) error {
-	js, err := jetstream.New(f.cfg.NC, jetstream.WithDefaultTimeout(5*time.Second))
+	js, err := jetstream.New(f.host.Conn(), jetstream.WithDefaultTimeout(5*time.Second))
 	if err != nil {
 		return err
 	}
@@ -345,23 +356,31 @@ func (f *Fleet) bind(ctx context.Context, js jetstream.JetStream) (*replica.Buck
 	if err := ensureStream(bctx, js, b); err != nil {
 		return nil, nil, err
 	}
-	replicas := b.LeaseReplicas
-	if replicas <= 0 {
-		s, err := js.Stream(bctx, b.Stream)
-		if err != nil {
-			return nil, nil, fmt.Errorf("stream %s: %w", b.Stream, err)
-		}
-		replicas = max(s.CachedInfo().Config.Replicas, 1)
-	}
-	buckets, err := replica.BindBuckets(bctx, js, b.LeaseBucket, b.LeaseTTL, replicas, f.log)
+	buckets, err := f.host.BindBuckets(bctx, js, b.Stream, b.LeaseBucket, b.LeaseTTL, b.LeaseReplicas)
 	if err != nil {
 		return nil, nil, err
 	}
+	replicas := buckets.Replicas
 	members, err := membersBucket(bctx, js, b.LeaseBucket+"_fleet", f.cfg.MemberTTL, replicas)
 	if err != nil {
 		return nil, nil, err
 	}
 	return buckets, members, nil
+}
+
+// NewHostConfig is the host of a fleet member: on nc (nil: connecting as
+// base says), listening on listen ("": none), its shops' stream owned by
+// the fleet, takeoversAtOnce restores at once.
+func NewHostConfig(base pipeline.Config, nc *nats.Conn, listen string, log *slog.Logger) pipeline.HostConfig {
+	host, _ := os.Hostname()
+	instance := base.InstanceID
+	if instance == "" {
+		instance = host
+	}
+	return pipeline.HostConfig{
+		Config: &base, Name: "orderwatch-fleet " + instance, Conn: nc, Listen: listen,
+		Takeovers: takeoversAtOnce, StreamOwner: streamOwner(base), Logger: log,
+	}
 }
 
 // streamOwner names the fleet as the owner of its shared stream (the
@@ -653,10 +672,9 @@ func (f *Fleet) startLocked(ctx context.Context, s shops.Shop) {
 	r := &run{shop: s, keys: f.groupKeysLocked()[s.ID], cancel: cancel, done: make(chan struct{}), started: time.Now()}
 	f.runs[s.ID] = r
 	f.m.starts.Inc()
-	buckets := f.buckets
 	f.wg.Go(func() {
 		defer close(r.done)
-		w, err := f.build(rctx, s, buckets)
+		w, err := f.build(rctx, s)
 		f.mu.Lock()
 		if err != nil {
 			if rctx.Err() == nil {
@@ -678,9 +696,9 @@ func (f *Fleet) startLocked(ctx context.Context, s shops.Shop) {
 	f.log.Info("fleet: contending for a shop", "shop", s.ID)
 }
 
-// build builds a shop's pipeline (one of buildsAtOnce) on the fleet's
-// buckets.
-func (f *Fleet) build(ctx context.Context, s shops.Shop, buckets *replica.Buckets) (*pipeline.Watcher, error) {
+// build builds a shop's pipeline (one of buildsAtOnce) on the member's
+// host (its buckets bound).
+func (f *Fleet) build(ctx context.Context, s shops.Shop) (*pipeline.Watcher, error) {
 	select {
 	case f.builds <- struct{}{}:
 	case <-ctx.Done():
@@ -700,8 +718,7 @@ func (f *Fleet) build(ctx context.Context, s shops.Shop, buckets *replica.Bucket
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"shop": s.ID}, f.cfg.Registerer)
 	return pipeline.New(cfg, pipeline.Options{
 		Logger: f.cfg.Logger.With("shop", s.ID), Registerer: reg, Gatherer: f.cfg.Gatherer, Version: f.cfg.Version,
-		Replica: f.cfg.Replica, Conn: f.cfg.NC, NoHTTP: true, StreamOwner: streamOwner(f.cfg.Base), Buckets: buckets,
-		Takeovers: f.restores,
+		Replica: f.cfg.Replica, Host: f.host,
 	})
 }
 
