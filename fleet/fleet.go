@@ -72,6 +72,10 @@ type Config struct {
 	OrphanGrace time.Duration // see View.OrphanGrace [10s]
 	// Getenv resolves the shops' passwordEnv references [os.Getenv].
 	Getenv func(string) string
+	// Now is the member's wall clock [time.Now]: informational only (the
+	// times in its announcements and its leases); nothing is judged by a
+	// writer's clock.
+	Now func() time.Time
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // the fleet's metrics and, with a shop label, each pipeline's
@@ -98,6 +102,9 @@ func (c *Config) defaults() {
 	}
 	if c.Getenv == nil {
 		c.Getenv = os.Getenv
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
@@ -170,7 +177,7 @@ func New(cfg Config) (*Fleet, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	f := &Fleet{
-		cfg: cfg, log: cfg.Logger.With("component", "fleet"), host: host, nonce: hex.EncodeToString(b[:]), since: time.Now(),
+		cfg: cfg, log: cfg.Logger.With("component", "fleet"), host: host, nonce: hex.EncodeToString(b[:]), since: cfg.Now(),
 		wake: make(chan struct{}, 1), registry: map[string]shops.Shop{}, runs: map[string]*run{},
 		stopping: map[*run]struct{}{}, members: map[string]Member{}, holders: map[string]holder{},
 		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{}, builds: make(chan struct{}, buildsAtOnce),
@@ -426,7 +433,7 @@ func (f *Fleet) heartbeat(ctx context.Context, js jetstream.JetStream, kv jetstr
 		f.mu.Lock()
 		m := Member{
 			Instance: f.cfg.Instance, Host: f.cfg.Host, Nonce: f.nonce, Shops: len(f.runs), Starting: f.startingLocked(time.Now()),
-			Can: slices.Sorted(maps.Keys(f.registry)), Share: f.lastPlan.Share, Since: f.since.UTC(), At: time.Now().UTC(),
+			Can: slices.Sorted(maps.Keys(f.registry)), Share: f.lastPlan.Share, Since: f.since.UTC(), At: f.cfg.Now().UTC(), First: f.firstRev,
 		}
 		f.mu.Unlock()
 		if m.Can == nil {
@@ -718,7 +725,7 @@ func (f *Fleet) build(ctx context.Context, s shops.Shop) (*pipeline.Watcher, err
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"shop": s.ID}, f.cfg.Registerer)
 	return pipeline.New(cfg, pipeline.Options{
 		Logger: f.cfg.Logger.With("shop", s.ID), Registerer: reg, Gatherer: f.cfg.Gatherer, Version: f.cfg.Version,
-		Replica: f.cfg.Replica, Host: f.host,
+		Replica: f.cfg.Replica, Host: f.host, Now: f.cfg.Now,
 	})
 }
 

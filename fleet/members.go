@@ -31,8 +31,13 @@ type Member struct {
 	Can []string `json:"can"`
 	// Share is its fair share as it counts it (View.Shares).
 	Share int       `json:"share,omitempty"`
-	Since time.Time `json:"since"`
-	At    time.Time `json:"at"` // the writer's wall clock at this announcement (informational)
+	Since time.Time `json:"since"` // the writer's wall clock (informational)
+	At    time.Time `json:"at"`    // the writer's wall clock at this announcement (informational)
+	// First is the revision of this process's first announcement in the
+	// members bucket (0 in that announcement itself: its own revision):
+	// of two processes under one name, the one with the higher is the
+	// later, in the server's order whatever their clocks say.
+	First uint64 `json:"first,omitempty"`
 
 	can  map[string]bool // Can as a set
 	rev  uint64          // the announcement's revision in the members bucket

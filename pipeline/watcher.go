@@ -36,6 +36,9 @@ type Options struct {
 	Version string
 	// Replica tunes the hot standby's delays (tests).
 	Replica replica.Tuning
+	// Now is the process's wall clock for the lease's informational times
+	// (replica.Config.Now) [time.Now].
+	Now func() time.Time
 	// Host is what the process's pipelines share (NewHost): its NATS
 	// connection, the hot standby's buckets, the bound on takeovers at once
 	// and the HTTP listener. nil: New builds one of its own from the
@@ -210,7 +213,7 @@ func (w *Watcher) newReplica() *replica.Replica {
 		NC: w.nc, Store: w.store, FileLock: w.store.LockID(), EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
 		Key: w.cfg.GroupKey(), LegacyKey: w.cfg.LegacyGroupKey(), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
 		Shop: w.cfg.Shop(), ShopURL: w.cfg.PlentyURL, Source: w.cfg.EventSource(),
-		Own: []string{publisher.PublisherRecord}, Limits: limits, Merges: merges, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
+		Own: []string{publisher.PublisherRecord}, Limits: limits, Merges: merges, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica, Now: w.opt.Now,
 		Buckets: w.host.Buckets(), Takeovers: w.host.takeovers,
 	})
 }

@@ -1,0 +1,97 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/orderwatch/orderwatch/pipeline"
+	"github.com/orderwatch/orderwatch/shops"
+)
+
+// lagging is a wall clock 11 s behind this machine's.
+func lagging() time.Time { return time.Now().Add(-11 * time.Second) }
+
+// startClock starts a member whose wall clock is now (its announcements'
+// since and at, its leases' since and expires).
+func (w *world) startClock(name string, now func() time.Time) *member {
+	w.t.Helper()
+	nc := connect(w.t, w.natsURL)
+	reg := prometheus.NewRegistry()
+	f, err := New(Config{
+		NC: nc, Instance: name, Host: "test", Base: base(w.natsURL), StateDir: filepath.Join(w.t.TempDir(), name),
+		Getenv: func(string) string { return "demo" }, Now: now,
+		Logger: testLogger(name), Registerer: reg, Gatherer: reg, Version: "test",
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{name: name, f: f, nc: nc, cancel: cancel, done: make(chan struct{})}
+	watcher := shops.NewWatcher(w.registry, f.RegistryOptions(nil))
+	var wg sync.WaitGroup
+	wg.Go(func() { watcher.Run(ctx, f.Apply) })
+	wg.Go(func() { m.err = f.Run(ctx); cancel() })
+	go func() { wg.Wait(); nc.Close(); close(m.done) }()
+	w.t.Cleanup(func() { m.cancel(); <-m.done })
+	return m
+}
+
+// TestMemberWithALaggingClock: a member whose wall clock lags 11 s (more
+// than the lease TTL, 9 s) keeps its shops: the other member neither sees
+// its leases as expired nor starts pipelines for them, and the shares
+// stay as they are.
+func TestMemberWithALaggingClock(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 4)
+	ms := []*member{w.start("m0"), w.startClock("m1", lagging)}
+	waitStable(t, ms, 4, 60*time.Second)
+	starts := count(ms[0].f.m.starts)
+	time.Sleep(12 * time.Second) // longer than the TTL: every lease renewed with a lagging "expires"
+	if ok, why := stable(ms, 4); !ok {
+		t.Errorf("the fleet is not stable with a member's clock 11 s behind: %s", why)
+	}
+	if n := count(ms[0].f.m.starts) - starts; n != 0 {
+		t.Errorf("m0 started %v pipelines for shops the lagging member holds", n)
+	}
+	if free := ms[0].f.Report().Counts[StateFree]; free != 0 {
+		t.Errorf("m0 sees %d shops free", free)
+	}
+}
+
+// TestLaterMemberUnderOneNameRefusedWhateverItsClock: of two processes
+// under one member name, the one that announced later is refused, judged
+// by the members bucket's revisions (the server's order), not by the
+// writers' clocks: a later process whose clock lags is still the later
+// one (before, the earlier process stopped and the later one ran on).
+func TestLaterMemberUnderOneNameRefusedWhateverItsClock(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 2)
+	first := w.start("m1")
+	waitStable(t, []*member{first}, 2, 60*time.Second)
+	second := w.startClock("m1", lagging)
+	select {
+	case <-second.done:
+	case <-first.done:
+		t.Fatalf("the earlier member stopped: %v", first.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the later member under the same name still runs after 30 s")
+	}
+	var ce *pipeline.ConfigError
+	if !errors.As(second.err, &ce) || !strings.Contains(second.err.Error(), "two members announce under one name") {
+		t.Errorf("the later member's Run: %v, want a configuration error naming the clash", second.err)
+	}
+}
+
+func count(c prometheus.Counter) float64 {
+	var m dto.Metric
+	_ = c.Write(&m)
+	return m.GetCounter().GetValue()
+}
