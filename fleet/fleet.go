@@ -293,8 +293,9 @@ func (f *Fleet) Run(ctx context.Context) error {
 	}
 	var members jetstream.KeyValue
 	var buckets *replica.Buckets
+	var mjs jetstream.JetStream // the members bucket's: on the leases' connection
 	for {
-		buckets, members, err = f.bind(ctx, js)
+		buckets, members, mjs, err = f.bind(ctx, js)
 		if err == nil {
 			break
 		}
@@ -311,7 +312,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	wctx, stopWatch := context.WithCancel(ctx)
 	hctx, stopHeartbeat := context.WithCancel(ctx)
 	beating := make(chan struct{})
-	go func() { defer close(beating); f.heartbeat(hctx, js, members) }()
+	go func() { defer close(beating); f.heartbeat(hctx, mjs, members) }()
 	var watchers sync.WaitGroup
 	watchers.Go(func() { followKV(wctx, members, &f.mu, &f.members, decodeMember, sameMember, f.membersChanged) })
 	watchers.Go(func() { followKV(wctx, buckets.Lease, &f.mu, &f.holders, decodeHolder, sameHolder, f.leaseChanged) })
@@ -352,27 +353,32 @@ func (f *Fleet) Run(ctx context.Context) error {
 }
 
 // bind creates (or binds) the shared stream, the buckets of the shops'
-// hot standby (lease, checkpoint, snapshot: bound once here and handed to
-// every pipeline) and the members bucket.
-func (f *Fleet) bind(ctx context.Context, js jetstream.JetStream) (*replica.Buckets, jetstream.KeyValue, error) {
+// hot standby (lease, checkpoint, snapshot: bound once on the member's
+// host for every pipeline) and the members bucket, which like the leases
+// is used over the host's lease connection (its JetStream context is
+// returned: the heartbeat's).
+func (f *Fleet) bind(ctx context.Context, js jetstream.JetStream) (*replica.Buckets, jetstream.KeyValue, jetstream.JetStream, error) {
 	b := f.cfg.Base
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// The stream first: the buckets' replicas follow its own, as every
 	// shop's replica binds them (replica.bind), unless set.
 	if err := ensureStream(bctx, js, b); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	buckets, err := f.host.BindBuckets(bctx, js, b.Stream, b.LeaseBucket, b.LeaseTTL, b.LeaseReplicas)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	replicas := buckets.Replicas
-	members, err := membersBucket(bctx, js, b.LeaseBucket+"_fleet", f.cfg.MemberTTL, replicas)
+	mjs, err := jetstream.New(f.host.LeaseConn(), jetstream.WithDefaultTimeout(5*time.Second))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return buckets, members, nil
+	members, err := membersBucket(bctx, mjs, b.LeaseBucket+"_fleet", f.cfg.MemberTTL, buckets.Replicas)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return buckets, members, mjs, nil
 }
 
 // NewHostConfig is the host of a fleet member: on nc (nil: connecting as

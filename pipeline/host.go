@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/replica"
 )
@@ -43,13 +44,15 @@ type HostConfig struct {
 // Host is what the pipelines of one process share, whether it runs one
 // shop or a fleet of them: the NATS connection, the hot standby's buckets
 // (bound once, BindBuckets), the bound on takeovers at once and the HTTP
-// listener. Every pipeline runs on one (Options.Host; New builds one of
+// listener; the leases' renewals go over a connection of their own
+// (LeaseConn). Every pipeline runs on one (Options.Host; New builds one of
 // its own, the same way, when none is given): one shop is a fleet of one.
 type Host struct {
 	cfg       HostConfig
 	log       *slog.Logger
 	nc        *nats.Conn
-	natsErr   lastErr // why the last attempt to (re)connect to NATS failed
+	leases    *nats.Conn // the leases' and announcements' own connection (nc when the caller's)
+	natsErr   lastErr    // why the last attempt to (re)connect to NATS failed
 	ln        net.Listener
 	takeovers chan struct{}
 
@@ -100,6 +103,41 @@ func NewHost(hc HostConfig) (_ *Host, err error) {
 
 // Conn is the process's NATS connection.
 func (h *Host) Conn() *nats.Conn { return h.nc }
+
+// LeaseConn is the connection of the leases of the buckets bound by
+// BindBuckets (their renewals, the watch of the lease bucket) and of a
+// fleet's announcements: one of their own, opened by BindBuckets, unless
+// the caller gave the host its connection (HostConfig.Conn); Conn before.
+func (h *Host) LeaseConn() *nats.Conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.leases == nil {
+		return h.nc
+	}
+	return h.leases
+}
+
+// leaseJS is the JetStream context of LeaseConn, connecting it first.
+// The leases' renewals go over a connection of their own: a restore's
+// stream reads and snapshot downloads never queue a renewal behind them
+// (in this process's socket or in the server's for it).
+func (h *Host) leaseJS() (jetstream.JetStream, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.leases == nil {
+		h.leases = h.nc
+		if h.cfg.Conn == nil && h.cfg.Config != nil {
+			lc := h.cfg.Config.NATS(h.cfg.Name + " (leases)")
+			lc.Logger = h.log
+			nc, err := publisher.Connect(lc)
+			if err != nil {
+				return nil, err
+			}
+			h.leases = nc
+		}
+	}
+	return jetstream.New(h.leases, jetstream.WithDefaultTimeout(5*time.Second))
+}
 
 // NATSCause is why the last attempt to (re)connect to NATS failed ("":
 // none known).
@@ -155,6 +193,14 @@ func (h *Host) BindBuckets(ctx context.Context, js jetstream.JetStream, stream, 
 	if err != nil {
 		return nil, err
 	}
+	if ljs, err := h.leaseJS(); err != nil {
+		return nil, err
+	} else if ljs.Conn() != h.nc {
+		b.Lease, b.TTL, err = lease.Bucket(ctx, ljs, name+"_lease", b.TTL, lease.Replicas(replicas), lease.BucketLogger(h.log))
+		if err != nil {
+			return nil, err
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.buckets == nil {
@@ -180,7 +226,7 @@ func (h *Host) Close() {
 		return
 	}
 	h.closed = true
-	srv := h.srv
+	srv, leases := h.srv, h.leases
 	h.mu.Unlock()
 	if srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -192,5 +238,8 @@ func (h *Host) Close() {
 	}
 	if h.nc != nil && h.nc != h.cfg.Conn {
 		h.nc.Close()
+	}
+	if leases != nil && leases != h.nc {
+		leases.Close()
 	}
 }
