@@ -398,6 +398,7 @@ func splitTenures(shop string, cs []plentysim.Call) (out, overlaps []string) {
 // (no first sync: a change made while nobody held the shop is published
 // once, nothing else), and no shop is ever called by two members at once.
 func TestFleetMemberKilled(t *testing.T) {
+	t.Parallel()
 	const n = 12
 	w := newWorld(t, n)
 	ms := []*member{w.start("m0"), w.start("m1"), w.start("m2")}
@@ -455,6 +456,7 @@ func TestFleetMemberKilled(t *testing.T) {
 // (its lease released) and no longer called; an invalid entry is reported
 // and leaves the others running.
 func TestFleetRegistryLive(t *testing.T) {
+	t.Parallel()
 	const n = 4
 	w := newWorld(t, n)
 	all := w.sim.IDs()
@@ -549,6 +551,7 @@ func (w *world) firstCalls(from time.Time, by string, shops []string) []time.Dur
 // shops at once, well before a lease would have expired. No shop is ever
 // called by two members at once.
 func TestFleetMemberJoinsAndLeaves(t *testing.T) {
+	t.Parallel()
 	const n = 8
 	w := newWorld(t, n)
 	m0 := w.start("m0")

@@ -56,8 +56,10 @@ func TestMembersJudgedByArrivalNotTheWritersClock(t *testing.T) {
 // later one stops with a configuration error naming both, the earlier
 // one goes on.
 func TestMembersUnderOneNameRefused(t *testing.T) {
+	t.Parallel()
 	for _, names := range [][2]string{{"m1", "m1"}, {"m.1", "m_1"}} {
 		t.Run(names[0]+" and "+names[1], func(t *testing.T) {
+			t.Parallel()
 			w := newWorld(t, 2)
 			first := w.start(names[0])
 			waitStable(t, []*member{first}, 2, 60*time.Second)
