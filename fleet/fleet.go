@@ -116,6 +116,7 @@ type Fleet struct {
 	cfg   Config
 	log   *slog.Logger
 	host  *pipeline.Host
+	own   bool // host built by New: closed at the end of Run
 	nonce string
 	since time.Time
 	wake  chan struct{}
@@ -177,12 +178,15 @@ func New(cfg Config) (*Fleet, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	f := &Fleet{
-		cfg: cfg, log: cfg.Logger.With("component", "fleet"), host: host, nonce: hex.EncodeToString(b[:]), since: cfg.Now(),
+		cfg: cfg, log: cfg.Logger.With("component", "fleet"), host: host, own: cfg.Shared == nil, nonce: hex.EncodeToString(b[:]), since: cfg.Now(),
 		wake: make(chan struct{}, 1), registry: map[string]shops.Shop{}, runs: map[string]*run{},
 		stopping: map[*run]struct{}{}, members: map[string]Member{}, holders: map[string]holder{},
 		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{}, builds: make(chan struct{}, buildsAtOnce),
 	}
 	f.m = newMetrics(cfg.Registerer, f)
+	// The holders as the host's one watch of the lease bucket delivers
+	// them (it wakes the pipelines' leases too).
+	host.FollowLeases(follower(&f.mu, &f.holders, decodeHolder, sameHolder, f.leaseChanged))
 	return f, nil
 }
 
@@ -287,6 +291,9 @@ func (f *Fleet) poke() {
 // flushes, writes its last checkpoint and releases its lease) and
 // withdraws its announcement.
 func (f *Fleet) Run(ctx context.Context) error {
+	if f.own {
+		defer f.host.Close()
+	}
 	js, err := jetstream.New(f.host.Conn(), jetstream.WithDefaultTimeout(5*time.Second))
 	if err != nil {
 		return err
@@ -315,7 +322,6 @@ func (f *Fleet) Run(ctx context.Context) error {
 	go func() { defer close(beating); f.heartbeat(hctx, mjs, members) }()
 	var watchers sync.WaitGroup
 	watchers.Go(func() { followKV(wctx, members, &f.mu, &f.members, decodeMember, sameMember, f.membersChanged) })
-	watchers.Go(func() { followKV(wctx, buckets.Lease, &f.mu, &f.holders, decodeHolder, sameHolder, f.leaseChanged) })
 	// One announcement round before the first decision: members started
 	// together see each other and do not all take everything.
 	select {
@@ -749,22 +755,10 @@ func (f *Fleet) membersChanged(key string, gone bool) {
 	f.poke()
 }
 
-// leaseChanged: a shop's lease changed hands; when it is gone (released or
-// expired), a pipeline of this member waiting for it tries at once (the
-// pipelines' leases watch no key of their own: one watch of the bucket
-// serves them all).
-func (f *Fleet) leaseChanged(key string, gone bool) {
-	if gone {
-		f.mu.Lock()
-		for _, r := range f.runs {
-			if r.w != nil && r.reason == "" && (r.keys[0] == key || (r.keys[1] != "" && r.keys[1] == key)) {
-				r.w.WakeLease()
-			}
-		}
-		f.mu.Unlock()
-	}
-	f.poke()
-}
+// leaseChanged: a shop's lease changed hands (a pipeline of this member
+// waiting for a lease gone is woken by the host, which watches the
+// bucket once for all of them).
+func (f *Fleet) leaseChanged(string, bool) { f.poke() }
 
 // stopLocked stops a shop's pipeline in the background (it flushes,
 // writes its last checkpoint and releases its lease); the shop leaves

@@ -97,28 +97,14 @@ func memberKey(instance string) string {
 // decisions depend on (a lease renewed: no decision at every renewal). A
 // watch that fails is started again after a second, from a fresh copy.
 func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex, into *map[string]T, decode func(jetstream.KeyValueEntry) (T, bool), same func(a, b T) bool, changed func(key string, gone bool)) {
+	apply := follower(mu, into, decode, same, changed)
 	for ctx.Err() == nil {
 		w, err := kv.WatchAll(ctx)
 		if err == nil {
-			mu.Lock()
-			*into = map[string]T{}
-			mu.Unlock()
+			apply(nil)
 			for e := range w.Updates() {
-				if e == nil {
-					continue // the initial values are all delivered
-				}
-				v, ok := decode(e)
-				put := e.Operation() == jetstream.KeyValuePut && ok
-				mu.Lock()
-				prev, had := (*into)[e.Key()]
-				if put {
-					(*into)[e.Key()] = v
-				} else {
-					delete(*into, e.Key())
-				}
-				mu.Unlock()
-				if !put || !had || !same(prev, v) {
-					changed(e.Key(), !put)
+				if e != nil { // nil: the initial values are all delivered
+					apply(e)
 				}
 			}
 			_ = w.Stop()
@@ -129,6 +115,33 @@ func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex,
 		case <-t.C:
 		}
 		t.Stop()
+	}
+}
+
+// follower keeps into, under mu, as a watch delivers the entries (nil: a
+// watch starts again, forget everything) and calls changed when a key
+// came, went or changed (same says whether two values are one).
+func follower[T any](mu *sync.Mutex, into *map[string]T, decode func(jetstream.KeyValueEntry) (T, bool), same func(a, b T) bool, changed func(key string, gone bool)) func(jetstream.KeyValueEntry) {
+	return func(e jetstream.KeyValueEntry) {
+		if e == nil {
+			mu.Lock()
+			*into = map[string]T{}
+			mu.Unlock()
+			return
+		}
+		v, ok := decode(e)
+		put := e.Operation() == jetstream.KeyValuePut && ok
+		mu.Lock()
+		prev, had := (*into)[e.Key()]
+		if put {
+			(*into)[e.Key()] = v
+		} else {
+			delete(*into, e.Key())
+		}
+		mu.Unlock()
+		if !put || !had || !same(prev, v) {
+			changed(e.Key(), !put)
+		}
 	}
 }
 

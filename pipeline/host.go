@@ -56,10 +56,13 @@ type Host struct {
 	ln        net.Listener
 	takeovers chan struct{}
 
-	mu      sync.Mutex
-	buckets *replica.Buckets // nil until BindBuckets
-	srv     *http.Server     // what the listener serves, once Serve was called
-	closed  bool
+	mu        sync.Mutex
+	buckets   *replica.Buckets // nil until BindBuckets
+	srv       *http.Server     // what the listener serves, once Serve was called
+	closed    bool
+	stopWatch context.CancelFunc              // the lease bucket's watch (BindBuckets)
+	followers []func(jetstream.KeyValueEntry) // FollowLeases
+	wakers    map[string]map[*func()]struct{} // by lease key: the pipelines' WakeLease
 }
 
 // NewHost connects to NATS (unless HostConfig.Conn) and listens on the
@@ -177,7 +180,7 @@ func (h *Host) Serve(handler http.Handler) bool {
 // it is built (the replica checks the stream and refuses another shop's
 // group before any call, replica.ShopConflictError), and its lease's key
 // is not watched by a consumer of its own (the process watches the
-// bucket and calls Watcher.WakeLease). The first binding stays.
+// bucket once for all of them, watchLeases). The first binding stays.
 func (h *Host) BindBuckets(ctx context.Context, js jetstream.JetStream, stream, name string, ttl time.Duration, replicas int) (*replica.Buckets, error) {
 	if b := h.Buckets(); b != nil {
 		return b, nil
@@ -203,10 +206,94 @@ func (h *Host) BindBuckets(ctx context.Context, js jetstream.JetStream, stream, 
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.buckets == nil {
+	if h.buckets == nil && !h.closed {
 		h.buckets = b
+		wctx, stop := context.WithCancel(context.Background())
+		h.stopWatch = stop
+		go h.watchLeases(wctx, b.Lease)
 	}
 	return h.buckets, nil
+}
+
+// FollowLeases has f told of every entry of the lease bucket the host's
+// one watch delivers (the current values first, then each change; nil
+// before the current values when the watch starts again: forget what was
+// told). Called before BindBuckets (a fleet follows the holders).
+func (h *Host) FollowLeases(f func(jetstream.KeyValueEntry)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.followers = append(h.followers, f)
+}
+
+// wakeOnLeaseGone calls wake when one of keys is seen deleted or expired in
+// the lease bucket (the host's watch); unregister ends it.
+func (h *Host) wakeOnLeaseGone(keys []string, wake func()) (unregister func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.wakers == nil {
+		h.wakers = map[string]map[*func()]struct{}{}
+	}
+	id := &wake
+	for _, k := range keys {
+		if h.wakers[k] == nil {
+			h.wakers[k] = map[*func()]struct{}{}
+		}
+		h.wakers[k][id] = struct{}{}
+	}
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, k := range keys {
+			delete(h.wakers[k], id)
+			if len(h.wakers[k]) == 0 {
+				delete(h.wakers, k)
+			}
+		}
+	}
+}
+
+// watchLeases is the host's one watch of the lease bucket until ctx ends:
+// a pipeline's lease watches no key of its own (lease.Config.NoWatch, a
+// consumer per shop before); when its key is deleted or expires (the
+// server's marker) the lease tries at once.
+func (h *Host) watchLeases(ctx context.Context, kv jetstream.KeyValue) {
+	for ctx.Err() == nil {
+		if w, err := kv.WatchAll(ctx); err == nil {
+			h.tell(nil)
+			for e := range w.Updates() {
+				if e != nil {
+					h.tell(e)
+				}
+			}
+			_ = w.Stop()
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// tell hands an entry of the lease bucket to the followers and wakes the
+// leases waiting for its key when it is gone.
+func (h *Host) tell(e jetstream.KeyValueEntry) {
+	h.mu.Lock()
+	fs := h.followers
+	var wake []func()
+	if e != nil && e.Operation() != jetstream.KeyValuePut {
+		for f := range h.wakers[e.Key()] {
+			wake = append(wake, *f)
+		}
+	}
+	h.mu.Unlock()
+	for _, f := range fs {
+		f(e)
+	}
+	for _, f := range wake {
+		f()
+	}
 }
 
 // Buckets are the buckets bound by BindBuckets (nil before).
@@ -227,6 +314,9 @@ func (h *Host) Close() {
 	}
 	h.closed = true
 	srv, leases := h.srv, h.leases
+	if h.stopWatch != nil {
+		h.stopWatch()
+	}
 	h.mu.Unlock()
 	if srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

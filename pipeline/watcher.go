@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orderwatch/orderwatch/diff"
@@ -56,7 +57,8 @@ type Watcher struct {
 	log     *slog.Logger
 	store   *state.Store
 	host    *Host
-	ownHost bool // built by New: closed by Close
+	ownHost bool   // built by New: closed by Close
+	unwake  func() // ends the host's wakes of the lease (nil without the hot standby)
 	nc      *nats.Conn
 	pub     *publisher.Publisher
 	rep     *replica.Replica // nil when the hot standby is off
@@ -150,7 +152,9 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		return nil, err
 	}
 	if cfg.Lease && cfg.Stream != "" {
+		w.bindBuckets()
 		w.rep = w.newReplica()
+		w.unwake = w.host.wakeOnLeaseGone([]string{cfg.GroupKey(), cfg.LegacyGroupKey()}, w.WakeLease)
 	}
 	if err := w.newWorkers(); err != nil {
 		return nil, err
@@ -199,6 +203,26 @@ func (w *Watcher) refuseOtherShop() error {
 		return ConfigErrorf("%v", err)
 	}
 	return nil
+}
+
+// bindBuckets has the host bind the hot standby's buckets, as a fleet
+// member does before its first pipeline (a no-op then): the lease bucket
+// watched once by the host, the buckets handed to the replica. When NATS
+// does not answer now, the replica binds them itself once it does (and
+// its lease watches its key itself).
+func (w *Watcher) bindBuckets() {
+	if w.host.Buckets() != nil || !w.nc.IsConnected() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	js, err := jetstream.New(w.nc, jetstream.WithDefaultTimeout(5*time.Second))
+	if err == nil {
+		_, err = w.host.BindBuckets(ctx, js, w.cfg.Stream, w.cfg.LeaseBucket, w.cfg.LeaseTTL, w.cfg.LeaseReplicas)
+	}
+	if err != nil {
+		w.log.Warn("hot standby: the buckets cannot be bound yet; the replica binds them when NATS answers", "err", err)
+	}
 }
 
 // newReplica builds the hot standby of the pipeline.
@@ -554,6 +578,9 @@ func (w *Watcher) onWritable(err error) {
 func (w *Watcher) Close() {
 	w.close.Do(func() {
 		w.reg.unregister()
+		if w.unwake != nil {
+			w.unwake()
+		}
 		if w.ownHost && w.host != nil {
 			w.host.Close()
 		}
