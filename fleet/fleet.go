@@ -129,6 +129,7 @@ type Fleet struct {
 	runs     map[string]*run      // pipelines of this member, by shop
 	stopping map[*run]struct{}    // pipelines being stopped
 	members  map[string]Member    // by key
+	left     map[string]time.Time // member key -> when its announcement went (memberGone)
 	holders  map[string]holder    // by lease key
 	keys     map[string][2]string // shop -> its lease keys (groupKeysLocked; nil: to be made)
 	freeAt   map[string]time.Time // shop -> first seen free
@@ -180,7 +181,7 @@ func New(cfg Config) (*Fleet, error) {
 	f := &Fleet{
 		cfg: cfg, log: cfg.Logger.With("component", "fleet"), host: host, own: cfg.Shared == nil, nonce: hex.EncodeToString(b[:]), since: cfg.Now(),
 		wake: make(chan struct{}, 1), registry: map[string]shops.Shop{}, runs: map[string]*run{},
-		stopping: map[*run]struct{}{}, members: map[string]Member{}, holders: map[string]holder{},
+		stopping: map[*run]struct{}{}, members: map[string]Member{}, left: map[string]time.Time{}, holders: map[string]holder{},
 		freeAt: map[string]time.Time{}, cooldown: map[string]time.Time{}, builds: make(chan struct{}, buildsAtOnce),
 	}
 	f.m = newMetrics(cfg.Registerer, f)
@@ -593,6 +594,9 @@ func (f *Fleet) holderLocked(keys [2]string, now time.Time) string {
 	}
 	for _, k := range keys {
 		if h, ok := f.holders[k]; ok && k != "" {
+			if at, gone := f.left[memberKey(h.Instance)]; gone && h.Instance != f.cfg.Instance && now.Sub(at) < ttl+2*time.Second {
+				return "" // its member is gone: contended for while the lease runs out
+			}
 			if now.Sub(h.seen) < ttl+2*time.Second {
 				return h.Instance
 			}
@@ -601,6 +605,24 @@ func (f *Fleet) holderLocked(keys [2]string, now time.Time) string {
 	}
 	return ""
 }
+
+// memberGone notes that a member's announcement is gone (deleted when it
+// stopped, or expired: the server's marker, 4-6 s after it died, while its
+// leases run 6-9 s): the shops it holds count as free (holderLocked), and
+// the others build their pipelines while its leases run out, which then
+// take them at the lease's expiry (woken by the host's watch) instead of
+// only starting then. Called with f.mu held.
+func (f *Fleet) memberGone(key string, now time.Time) {
+	for k, at := range f.left {
+		if now.Sub(at) > time.Minute {
+			delete(f.left, k)
+		}
+	}
+	f.left[key] = now
+}
+
+// memberBack: a member announces (again). Called with f.mu held.
+func (f *Fleet) memberBack(key string) { delete(f.left, key) }
 
 // groupKeysLocked are the lease keys of every shop of the registry: its
 // group key (Config.GroupKey, by its registry id) and the key an earlier
@@ -744,14 +766,18 @@ func (f *Fleet) build(ctx context.Context, s shops.Shop) (*pipeline.Watcher, err
 // membersChanged: a member came, went or changed what it announces; an
 // announcement under this member's own key by another process is a clash.
 func (f *Fleet) membersChanged(key string, gone bool) {
+	f.mu.Lock()
+	if gone {
+		f.memberGone(key, time.Now())
+	} else {
+		f.memberBack(key)
+	}
 	if !gone && key == memberKey(f.cfg.Instance) {
-		f.mu.Lock()
-		m, ok := f.members[key]
-		if ok {
+		if m, ok := f.members[key]; ok {
 			f.noteClashLocked(m)
 		}
-		f.mu.Unlock()
 	}
+	f.mu.Unlock()
 	f.poke()
 }
 

@@ -107,3 +107,27 @@ func TestHoldersJudgedByArrivalNotTheWritersClock(t *testing.T) {
 		t.Errorf("a lease last renewed 12 s ago (TTL 9 s): holder %q, want none", h)
 	}
 }
+
+// TestShopsOfADepartedMemberContendedAtOnce: when a member's announcement
+// is gone (deleted, or expired: the server's marker), the shops whose
+// leases it still holds count as free for the others at once: they build
+// their pipelines (state file, buckets, a standby) while its leases run
+// out, and take them when the server expires them, instead of starting
+// only then. A holder that announces again holds them again.
+func TestShopsOfADepartedMemberContendedAtOnce(t *testing.T) {
+	now := time.Now()
+	f := &Fleet{cfg: Config{Instance: "m0", MemberTTL: 6 * time.Second, Base: pipeline.Config{Stream: "ORDERS", LeaseTTL: 9 * time.Second}},
+		left: map[string]time.Time{}, members: map[string]Member{}}
+	f.holders = map[string]holder{"a.ORDERS": {Value: lease.Value{Instance: "killed"}, seen: now.Add(-time.Second)}}
+	if h := f.holderLocked([2]string{"a.ORDERS", ""}, now); h != "killed" {
+		t.Fatalf("holder %q, want killed", h)
+	}
+	f.memberGone(memberKey("killed"), now)
+	if h := f.holderLocked([2]string{"a.ORDERS", ""}, now); h != "" {
+		t.Errorf("a lease of a member whose announcement is gone: holder %q, want none", h)
+	}
+	f.memberBack(memberKey("killed"))
+	if h := f.holderLocked([2]string{"a.ORDERS", ""}, now); h != "killed" {
+		t.Errorf("the member announced again: holder %q, want killed", h)
+	}
+}
