@@ -80,13 +80,22 @@ func TestFleetProcessScale(t *testing.T) {
 	waitEvery(t, "the killed process's shops on the other two", 10*time.Minute, func() bool { return spread(survivors, n) })
 	w.waitEvents(append(before, after...), 2*time.Minute)
 	var took []time.Duration
-	byVictim := 0
+	// A request the killed process sent before the kill may reach the
+	// simulator's handler (which stamps Start) a little later on a loaded
+	// machine: one whose Start is within inFlight of the kill is counted
+	// apart; a later one would be a call after the kill.
+	const inFlight = time.Second
+	byVictim, atKill := 0, 0
 	calls2 := w.callsSince(killed)
 	for id, cs := range calls2 {
 		for _, c := range cs {
-			if agentMember(c.Agent) == victim.name && c.Start.After(killed) {
+			switch {
+			case agentMember(c.Agent) != victim.name || !c.Start.After(killed):
+			case c.Start.Before(killed.Add(inFlight)):
+				atKill++
+			default:
 				byVictim++
-				t.Errorf("shop %s called by the killed process after the kill", id)
+				t.Errorf("shop %s called by the killed process %v after the kill", id, c.Start.Sub(killed))
 			}
 		}
 	}
@@ -110,8 +119,8 @@ func TestFleetProcessScale(t *testing.T) {
 		}
 		overlapping += len(o)
 	}
-	t.Logf("kill -9 of %s holding %d shops: first call on another process after p50 %v, p99 %v, max %v (lease TTL 9 s); changes lost 0, events doubled 0 (exact event check passed); calls by the killed process after the kill %d; calls overlapping another process's %d; load average %s",
-		victim.name, len(moved), pct(took, 50), pct(took, 99), took[len(took)-1].Round(time.Millisecond), byVictim, overlapping, loadAvg())
+	t.Logf("kill -9 of %s holding %d shops: first call on another process after p50 %v, p99 %v, max %v (lease TTL 9 s); changes lost 0, events doubled 0 (exact event check passed); calls by the killed process after the kill %d (%d sent before it, handled within %v after it); calls overlapping another process's %d; load average %s",
+		victim.name, len(moved), pct(took, 50), pct(took, 99), took[len(took)-1].Round(time.Millisecond), byVictim, atKill, inFlight, overlapping, loadAvg())
 	for _, p := range ps {
 		l := p.log.String()
 		t.Logf("%s log (warnings and errors): %d lines, %d \"cannot be reached yet\", %d \"maximum consumers\"; most frequent: %s", p.name, strings.Count(l, "\n"),
