@@ -140,11 +140,17 @@ func (w *world) start(name string) *member {
 // is env.
 func (w *world) startWith(name string, env map[string]string) *member {
 	w.t.Helper()
+	return w.startMember(name, env, nil)
+}
+
+// startMember is startWith with the member's wall clock (nil: time.Now).
+func (w *world) startMember(name string, env map[string]string, now func() time.Time) *member {
+	w.t.Helper()
 	nc := connect(w.t, w.natsURL)
 	reg := prometheus.NewRegistry()
 	f, err := New(Config{
 		NC: nc, Instance: name, Host: "test", Base: base(w.natsURL), StateDir: filepath.Join(w.t.TempDir(), name),
-		Getenv: func(k string) string { return env[k] },
+		Getenv: func(k string) string { return env[k] }, Now: now,
 		Logger: testLogger(name), Registerer: reg, Gatherer: reg, Version: "test",
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/pipeline"
 )
 
 // Member is what a member announces in the members bucket, renewed every
@@ -97,25 +98,7 @@ func memberKey(instance string) string {
 // decisions depend on (a lease renewed: no decision at every renewal). A
 // watch that fails is started again after a second, from a fresh copy.
 func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex, into *map[string]T, decode func(jetstream.KeyValueEntry) (T, bool), same func(a, b T) bool, changed func(key string, gone bool)) {
-	apply := follower(mu, into, decode, same, changed)
-	for ctx.Err() == nil {
-		w, err := kv.WatchAll(ctx)
-		if err == nil {
-			apply(nil)
-			for e := range w.Updates() {
-				if e != nil { // nil: the initial values are all delivered
-					apply(e)
-				}
-			}
-			_ = w.Stop()
-		}
-		t := time.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	pipeline.WatchKV(ctx, kv, follower(mu, into, decode, same, changed))
 }
 
 // follower keeps into, under mu, as a watch delivers the entries (nil: a

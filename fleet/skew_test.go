@@ -1,11 +1,8 @@
 package fleet
 
 import (
-	"context"
 	"errors"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +10,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/orderwatch/orderwatch/pipeline"
-	"github.com/orderwatch/orderwatch/shops"
 )
 
 // lagging is a wall clock 11 s behind this machine's.
@@ -23,25 +19,7 @@ func lagging() time.Time { return time.Now().Add(-11 * time.Second) }
 // since and at, its leases' since and expires).
 func (w *world) startClock(name string, now func() time.Time) *member {
 	w.t.Helper()
-	nc := connect(w.t, w.natsURL)
-	reg := prometheus.NewRegistry()
-	f, err := New(Config{
-		NC: nc, Instance: name, Host: "test", Base: base(w.natsURL), StateDir: filepath.Join(w.t.TempDir(), name),
-		Getenv: func(string) string { return "demo" }, Now: now,
-		Logger: testLogger(name), Registerer: reg, Gatherer: reg, Version: "test",
-	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{name: name, f: f, nc: nc, cancel: cancel, done: make(chan struct{})}
-	watcher := shops.NewWatcher(w.registry, f.RegistryOptions(nil))
-	var wg sync.WaitGroup
-	wg.Go(func() { watcher.Run(ctx, f.Apply) })
-	wg.Go(func() { m.err = f.Run(ctx); cancel() })
-	go func() { wg.Wait(); nc.Close(); close(m.done) }()
-	w.t.Cleanup(func() { m.cancel(); <-m.done })
-	return m
+	return w.startMember(name, map[string]string{"SHOP_PW": "demo"}, now)
 }
 
 // TestMemberWithALaggingClock: a member whose wall clock lags 11 s (more

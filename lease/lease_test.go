@@ -258,16 +258,7 @@ func TestFencedAfterPause(t *testing.T) {
 }
 
 func TestCheckpointOnlyByTheHolder(t *testing.T) {
-	s := runServer(t)
-	kv, ttl := bucket(t, s)
-	nc, _ := nats.Connect(s.ClientURL())
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ckv, err := lease.CheckpointBucket(context.Background(), js, "test_checkpoint")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := lease.Key("https://shop.example/", "ORDERS")
+	kv, ttl, ckv, key := checkpointSetup(t)
 	a := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h"})
 	b := start(t, kv, ttl, lease.Config{Instance: "b", Host: "h"})
 	waitFor(t, "one active", 5*time.Second, func() bool { return a.Active() || b.Active() })
@@ -310,16 +301,7 @@ func (g *gets) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, er
 // NATS once however often Read is called (a takeover read it three
 // times); a write, or the end of the memo, reads it again.
 func TestCheckpointReadOnceInAMemo(t *testing.T) {
-	s := runServer(t)
-	kv, ttl := bucket(t, s)
-	nc, _ := nats.Connect(s.ClientURL())
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ckv, err := lease.CheckpointBucket(context.Background(), js, "test_checkpoint")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := lease.Key("https://shop.example/", "ORDERS")
+	kv, ttl, ckv, key := checkpointSetup(t)
 	a := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h"})
 	waitFor(t, "a active", 5*time.Second, a.Active)
 	ctx := context.Background()
@@ -350,4 +332,22 @@ func TestCheckpointReadOnceInAMemo(t *testing.T) {
 	if n := g.n.Load() - before; n != 2 {
 		t.Errorf("two reads after the memo: %d gets, want 2", n)
 	}
+}
+
+// checkpointSetup is a server with the lease bucket, the checkpoint bucket
+// (on a connection of its own) and a group's key.
+func checkpointSetup(t *testing.T) (kv jetstream.KeyValue, ttl time.Duration, ckv jetstream.KeyValue, key string) {
+	t.Helper()
+	s := runServer(t)
+	kv, ttl = bucket(t, s)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	if ckv, err = lease.CheckpointBucket(context.Background(), js, "test_checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	return kv, ttl, ckv, lease.Key("https://shop.example/", "ORDERS")
 }

@@ -256,13 +256,18 @@ func (h *Host) wakeOnLeaseGone(keys []string, wake func()) (unregister func()) {
 // a pipeline's lease watches no key of its own (lease.Config.NoWatch, a
 // consumer per shop before); when its key is deleted or expires (the
 // server's marker) the lease tries at once.
-func (h *Host) watchLeases(ctx context.Context, kv jetstream.KeyValue) {
+func (h *Host) watchLeases(ctx context.Context, kv jetstream.KeyValue) { WatchKV(ctx, kv, h.tell) }
+
+// WatchKV hands f every entry of kv until ctx ends: the current values,
+// then each change; nil before the current values whenever the watch
+// starts (again, a second after it ended: forget what was handed).
+func WatchKV(ctx context.Context, kv jetstream.KeyValue, f func(jetstream.KeyValueEntry)) {
 	for ctx.Err() == nil {
 		if w, err := kv.WatchAll(ctx); err == nil {
-			h.tell(nil)
+			f(nil)
 			for e := range w.Updates() {
-				if e != nil {
-					h.tell(e)
+				if e != nil { // nil: the current values are all delivered
+					f(e)
 				}
 			}
 			_ = w.Stop()
