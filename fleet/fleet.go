@@ -594,8 +594,11 @@ func (f *Fleet) holderLocked(keys [2]string, now time.Time) string {
 	}
 	for _, k := range keys {
 		if h, ok := f.holders[k]; ok && k != "" {
-			if at, gone := f.left[memberKey(h.Instance)]; gone && h.Instance != f.cfg.Instance && now.Sub(at) < ttl+2*time.Second {
-				return "" // its member is gone: contended for while the lease runs out
+			if at, gone := f.left[memberKey(h.Instance)]; gone && h.Instance != f.cfg.Instance && now.Sub(at) < ttl+2*time.Second && now.Sub(h.seen) > ttl/3 {
+				// Its member is gone and the lease has not been renewed
+				// for a renewal interval (a member whose announcement is
+				// only late still renews): contended for while it runs out.
+				return ""
 			}
 			if now.Sub(h.seen) < ttl+2*time.Second {
 				return h.Instance
@@ -608,7 +611,8 @@ func (f *Fleet) holderLocked(keys [2]string, now time.Time) string {
 
 // memberGone notes that a member's announcement is gone (deleted when it
 // stopped, or expired: the server's marker, 4-6 s after it died, while its
-// leases run 6-9 s): the shops it holds count as free (holderLocked), and
+// leases run 6-9 s): the shops it holds whose leases have not been renewed
+// for a renewal interval count as free (holderLocked), and
 // the others build their pipelines while its leases run out, which then
 // take them at the lease's expiry (woken by the host's watch) instead of
 // only starting then. Called with f.mu held.

@@ -110,7 +110,8 @@ func TestHoldersJudgedByArrivalNotTheWritersClock(t *testing.T) {
 
 // TestShopsOfADepartedMemberContendedAtOnce: when a member's announcement
 // is gone (deleted, or expired: the server's marker), the shops whose
-// leases it still holds count as free for the others at once: they build
+// leases it has not renewed for a renewal interval count as free for the
+// others at once: they build
 // their pipelines (state file, buckets, a standby) while its leases run
 // out, and take them when the server expires them, instead of starting
 // only then. A holder that announces again holds them again.
@@ -118,13 +119,22 @@ func TestShopsOfADepartedMemberContendedAtOnce(t *testing.T) {
 	now := time.Now()
 	f := &Fleet{cfg: Config{Instance: "m0", MemberTTL: 6 * time.Second, Base: pipeline.Config{Stream: "ORDERS", LeaseTTL: 9 * time.Second}},
 		left: map[string]time.Time{}, members: map[string]Member{}}
-	f.holders = map[string]holder{"a.ORDERS": {Value: lease.Value{Instance: "killed"}, seen: now.Add(-time.Second)}}
+	f.holders = map[string]holder{
+		"a.ORDERS": {Value: lease.Value{Instance: "killed"}, seen: now.Add(-4 * time.Second)},
+		"b.ORDERS": {Value: lease.Value{Instance: "late"}, seen: now.Add(-time.Second)},
+	}
 	if h := f.holderLocked([2]string{"a.ORDERS", ""}, now); h != "killed" {
 		t.Fatalf("holder %q, want killed", h)
 	}
 	f.memberGone(memberKey("killed"), now)
+	f.memberGone(memberKey("late"), now)
 	if h := f.holderLocked([2]string{"a.ORDERS", ""}, now); h != "" {
-		t.Errorf("a lease of a member whose announcement is gone: holder %q, want none", h)
+		t.Errorf("a lease of a member whose announcement is gone, last renewed 4 s ago: holder %q, want none", h)
+	}
+	// A member whose announcement is late but whose lease was renewed a
+	// second ago still holds it (no pile-up on a loaded member's shops).
+	if h := f.holderLocked([2]string{"b.ORDERS", ""}, now); h != "late" {
+		t.Errorf("a lease renewed a second ago: holder %q, want late", h)
 	}
 	f.memberBack(memberKey("killed"))
 	if h := f.holderLocked([2]string{"a.ORDERS", ""}, now); h != "killed" {
