@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,7 +25,9 @@ import (
 // busiest process the time until each of its shops has its first call on
 // another process (p50, p99, max), with the exact event check (no change
 // lost, no event doubled) and the check that no shop is called by two
-// processes at once.
+// processes at once. FLEET_PROCESS_SPIN=n starts n processes spinning on
+// the cores once every shop is active, until the end (other work loading
+// the machine during the idle window, the kill and the takeover).
 func TestFleetProcessScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("FLEET_PROCESS_SHOPS"))
 	if n <= 0 {
@@ -42,6 +45,7 @@ func TestFleetProcessScale(t *testing.T) {
 	waitEvery(t, "every shop active on one of three processes", 15*time.Minute, func() bool { return spread(ps, n) })
 	t.Logf("%d shops on 3 processes: every shop active (its first sync done) and every process ready after %v",
 		n, time.Since(started).Round(time.Millisecond))
+	spin(t)
 	// A measurement, not a wait for a condition: the first syncs' dumps
 	// and checkpoints are behind, the idle period starts clean.
 	time.Sleep(5 * time.Second)
@@ -192,4 +196,20 @@ func loadAvg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// spin starts FLEET_PROCESS_SPIN processes spinning on the cores until the
+// test ends.
+func spin(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("FLEET_PROCESS_SPIN"))
+	for range n {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	if n > 0 {
+		t.Logf("%d processes spinning on the cores from now on", n)
+	}
 }
