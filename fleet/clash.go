@@ -11,9 +11,10 @@ import (
 // with one WATCHER_INSTANCE_ID, processes on one host all named after it,
 // or two names that are one key (memberKey: "m.1" and "m_1"). Their
 // announcements overwrite each other, so every member counts one member
-// where there are two. The process that started later refuses to go on
-// (Run returns a configuration error naming both); the earlier one logs
-// it and goes on.
+// where there are two. The process that first announced later (the
+// members bucket's revisions: the server's order, not the clocks')
+// refuses to go on (Run returns a configuration error naming both); the
+// earlier one logs it and goes on.
 type clash struct {
 	text  string
 	later bool      // this process is the later one
@@ -27,7 +28,14 @@ func (f *Fleet) noteClashLocked(m Member) {
 	if m.Nonce == f.nonce || f.firstRev == 0 || m.rev <= f.firstRev {
 		return
 	}
-	later := f.since.After(m.Since) || (f.since.Equal(m.Since) && f.nonce > m.Nonce)
+	// The later is the one whose first announcement the server stored
+	// later (a revision), not the one whose clock says so: a process whose
+	// clock lags would otherwise pass for the earlier one.
+	other := m.First
+	if other == 0 {
+		other = m.rev // its first announcement
+	}
+	later := f.firstRev > other || (f.firstRev == other && f.nonce > m.Nonce)
 	text := fmt.Sprintf("two members announce under one name %q: this process (instance %q on host %s, since %s) and instance %q on host %s (since %s): give each member a %s_INSTANCE_ID of its own",
 		memberKey(f.cfg.Instance), f.cfg.Instance, f.cfg.Host, f.since.UTC().Format(time.RFC3339), m.Instance, m.Host, m.Since.UTC().Format(time.RFC3339), pipeline.EnvPrefix)
 	if f.clash == nil {

@@ -39,6 +39,7 @@ func (w *world) entry(id, tenant, pwEnv string) string {
 // though that one is the shop m0 prefers least (before: m0 gave it up,
 // nobody took it, and it was taken and dropped again every ~21 s).
 func TestShopOnlyOneMemberCanRunStaysThere(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, 2)
 	ids := w.sim.IDs()
 	bad, good := ids[0], ids[1]

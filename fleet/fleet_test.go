@@ -140,11 +140,17 @@ func (w *world) start(name string) *member {
 // is env.
 func (w *world) startWith(name string, env map[string]string) *member {
 	w.t.Helper()
+	return w.startMember(name, env, nil)
+}
+
+// startMember is startWith with the member's wall clock (nil: time.Now).
+func (w *world) startMember(name string, env map[string]string, now func() time.Time) *member {
+	w.t.Helper()
 	nc := connect(w.t, w.natsURL)
 	reg := prometheus.NewRegistry()
 	f, err := New(Config{
 		NC: nc, Instance: name, Host: "test", Base: base(w.natsURL), StateDir: filepath.Join(w.t.TempDir(), name),
-		Getenv: func(k string) string { return env[k] },
+		Getenv: func(k string) string { return env[k] }, Now: now,
 		Logger: testLogger(name), Registerer: reg, Gatherer: reg, Version: "test",
 	})
 	if err != nil {
@@ -398,6 +404,7 @@ func splitTenures(shop string, cs []plentysim.Call) (out, overlaps []string) {
 // (no first sync: a change made while nobody held the shop is published
 // once, nothing else), and no shop is ever called by two members at once.
 func TestFleetMemberKilled(t *testing.T) {
+	t.Parallel()
 	const n = 12
 	w := newWorld(t, n)
 	ms := []*member{w.start("m0"), w.start("m1"), w.start("m2")}
@@ -455,6 +462,7 @@ func TestFleetMemberKilled(t *testing.T) {
 // (its lease released) and no longer called; an invalid entry is reported
 // and leaves the others running.
 func TestFleetRegistryLive(t *testing.T) {
+	t.Parallel()
 	const n = 4
 	w := newWorld(t, n)
 	all := w.sim.IDs()
@@ -549,6 +557,7 @@ func (w *world) firstCalls(from time.Time, by string, shops []string) []time.Dur
 // shops at once, well before a lease would have expired. No shop is ever
 // called by two members at once.
 func TestFleetMemberJoinsAndLeaves(t *testing.T) {
+	t.Parallel()
 	const n = 8
 	w := newWorld(t, n)
 	m0 := w.start("m0")

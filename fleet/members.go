@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/pipeline"
 )
 
 // Member is what a member announces in the members bucket, renewed every
@@ -31,8 +32,13 @@ type Member struct {
 	Can []string `json:"can"`
 	// Share is its fair share as it counts it (View.Shares).
 	Share int       `json:"share,omitempty"`
-	Since time.Time `json:"since"`
-	At    time.Time `json:"at"` // the writer's wall clock at this announcement (informational)
+	Since time.Time `json:"since"` // the writer's wall clock (informational)
+	At    time.Time `json:"at"`    // the writer's wall clock at this announcement (informational)
+	// First is the revision of this process's first announcement in the
+	// members bucket (0 in that announcement itself: its own revision):
+	// of two processes under one name, the one with the higher is the
+	// later, in the server's order whatever their clocks say.
+	First uint64 `json:"first,omitempty"`
 
 	can  map[string]bool // Can as a set
 	rev  uint64          // the announcement's revision in the members bucket
@@ -92,38 +98,33 @@ func memberKey(instance string) string {
 // decisions depend on (a lease renewed: no decision at every renewal). A
 // watch that fails is started again after a second, from a fresh copy.
 func followKV[T any](ctx context.Context, kv jetstream.KeyValue, mu *sync.Mutex, into *map[string]T, decode func(jetstream.KeyValueEntry) (T, bool), same func(a, b T) bool, changed func(key string, gone bool)) {
-	for ctx.Err() == nil {
-		w, err := kv.WatchAll(ctx)
-		if err == nil {
+	pipeline.WatchKV(ctx, kv, follower(mu, into, decode, same, changed))
+}
+
+// follower keeps into, under mu, as a watch delivers the entries (nil: a
+// watch starts again, forget everything) and calls changed when a key
+// came, went or changed (same says whether two values are one).
+func follower[T any](mu *sync.Mutex, into *map[string]T, decode func(jetstream.KeyValueEntry) (T, bool), same func(a, b T) bool, changed func(key string, gone bool)) func(jetstream.KeyValueEntry) {
+	return func(e jetstream.KeyValueEntry) {
+		if e == nil {
 			mu.Lock()
 			*into = map[string]T{}
 			mu.Unlock()
-			for e := range w.Updates() {
-				if e == nil {
-					continue // the initial values are all delivered
-				}
-				v, ok := decode(e)
-				put := e.Operation() == jetstream.KeyValuePut && ok
-				mu.Lock()
-				prev, had := (*into)[e.Key()]
-				if put {
-					(*into)[e.Key()] = v
-				} else {
-					delete(*into, e.Key())
-				}
-				mu.Unlock()
-				if !put || !had || !same(prev, v) {
-					changed(e.Key(), !put)
-				}
-			}
-			_ = w.Stop()
+			return
 		}
-		t := time.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
+		v, ok := decode(e)
+		put := e.Operation() == jetstream.KeyValuePut && ok
+		mu.Lock()
+		prev, had := (*into)[e.Key()]
+		if put {
+			(*into)[e.Key()] = v
+		} else {
+			delete(*into, e.Key())
 		}
-		t.Stop()
+		mu.Unlock()
+		if !put || !had || !same(prev, v) {
+			changed(e.Key(), !put)
+		}
 	}
 }
 

@@ -56,8 +56,10 @@ func TestMembersJudgedByArrivalNotTheWritersClock(t *testing.T) {
 // later one stops with a configuration error naming both, the earlier
 // one goes on.
 func TestMembersUnderOneNameRefused(t *testing.T) {
+	t.Parallel()
 	for _, names := range [][2]string{{"m1", "m1"}, {"m.1", "m_1"}} {
 		t.Run(names[0]+" and "+names[1], func(t *testing.T) {
+			t.Parallel()
 			w := newWorld(t, 2)
 			first := w.start(names[0])
 			waitStable(t, []*member{first}, 2, 60*time.Second)
@@ -103,5 +105,39 @@ func TestHoldersJudgedByArrivalNotTheWritersClock(t *testing.T) {
 	}
 	if h := f.holderLocked([2]string{"b.ORDERS", ""}, now); h != "" {
 		t.Errorf("a lease last renewed 12 s ago (TTL 9 s): holder %q, want none", h)
+	}
+}
+
+// TestShopsOfADepartedMemberContendedAtOnce: when a member's announcement
+// is gone (deleted, or expired: the server's marker), the shops whose
+// leases it has not renewed for a renewal interval count as free for the
+// others at once: they build
+// their pipelines (state file, buckets, a standby) while its leases run
+// out, and take them when the server expires them, instead of starting
+// only then. A holder that announces again holds them again.
+func TestShopsOfADepartedMemberContendedAtOnce(t *testing.T) {
+	now := time.Now()
+	f := &Fleet{cfg: Config{Instance: "m0", MemberTTL: 6 * time.Second, Base: pipeline.Config{Stream: "ORDERS", LeaseTTL: 9 * time.Second}},
+		left: map[string]time.Time{}, members: map[string]Member{}}
+	f.holders = map[string]holder{
+		"a.ORDERS": {Value: lease.Value{Instance: "killed"}, seen: now.Add(-4 * time.Second)},
+		"b.ORDERS": {Value: lease.Value{Instance: "late"}, seen: now.Add(-time.Second)},
+	}
+	if h := f.holderLocked([2]string{"a.ORDERS", ""}, now); h != "killed" {
+		t.Fatalf("holder %q, want killed", h)
+	}
+	f.memberGone(memberKey("killed"), now)
+	f.memberGone(memberKey("late"), now)
+	if h := f.holderLocked([2]string{"a.ORDERS", ""}, now); h != "" {
+		t.Errorf("a lease of a member whose announcement is gone, last renewed 4 s ago: holder %q, want none", h)
+	}
+	// A member whose announcement is late but whose lease was renewed a
+	// second ago still holds it (no pile-up on a loaded member's shops).
+	if h := f.holderLocked([2]string{"b.ORDERS", ""}, now); h != "late" {
+		t.Errorf("a lease renewed a second ago: holder %q, want late", h)
+	}
+	f.memberBack(memberKey("killed"))
+	if h := f.holderLocked([2]string{"a.ORDERS", ""}, now); h != "killed" {
+		t.Errorf("the member announced again: holder %q, want killed", h)
 	}
 }

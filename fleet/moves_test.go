@@ -12,6 +12,7 @@ import (
 // their first sync; afterwards each change is published once and nothing
 // else (no order.discovered of a snapshot restored without its orders).
 func TestFleetMovesDuringFirstSync(t *testing.T) {
+	t.Parallel()
 	const n = 12
 	w := newWorld(t, n)
 	ms := []*member{w.start("m0")}

@@ -64,6 +64,7 @@ func (v *violations) take() []string {
 // nor in the server's). The same user cannot touch another fleet's
 // buckets, stream, subjects or rescans, nor delete its own stream.
 func TestFleetLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	var perms pipeline.Permissions
 	w := newWorldWith(t, 2, func(registry string) []*server.User {
 		cfg := base("nats://127.0.0.1:4222") // the server's address is not known yet: unused

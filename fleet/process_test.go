@@ -90,6 +90,7 @@ func spread(ps []*proc, n int) bool {
 // with their state (each change published once, nothing else) and no
 // shop is ever called by two processes at once.
 func TestFleetProcessKilled(t *testing.T) {
+	t.Parallel()
 	bin := e2e.Watcher(t)
 	const n = 6
 	w := newWorld(t, n)

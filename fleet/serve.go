@@ -2,18 +2,13 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orderwatch/orderwatch/pipeline"
-	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/shops"
 )
 
@@ -78,15 +73,13 @@ func Serve(ctx context.Context, base *pipeline.Config, opt ServeOptions) error {
 	if instance == "" {
 		instance = host
 	}
-	nc := base.NATS("orderwatch-fleet " + instance)
-	nc.Logger = log
-	conn, err := publisher.Connect(nc)
+	shared, err := pipeline.NewHost(NewHostConfig(*base, nil, base.HTTPAddr, log))
 	if err != nil {
-		return pipeline.ConfigErrorf("NATS at %s: %v", publisher.RedactURL(base.NATSURL), err)
+		return err
 	}
-	defer conn.Close()
+	defer shared.Close()
 	f, err := New(Config{
-		NC: conn, Instance: instance, Host: host, Base: *base, StateDir: base.StateDir, Getenv: opt.Getenv,
+		Shared: shared, Instance: instance, Host: host, Base: *base, StateDir: base.StateDir, Getenv: opt.Getenv,
 		Logger: log, Registerer: opt.Registry, Gatherer: opt.Registry, Version: opt.Version,
 	})
 	if err != nil {
@@ -98,20 +91,11 @@ func Serve(ctx context.Context, base *pipeline.Config, opt ServeOptions) error {
 		return pipeline.ConfigErrorf("%s_SHOPS_FILE: %v", pipeline.EnvPrefix, first.FileErr)
 	}
 	f.Apply(first)
-	ln, err := net.Listen("tcp", base.HTTPAddr)
-	if err != nil {
-		return pipeline.ConfigErrorf("listen on %s (%s_HTTP_ADDR): %v", base.HTTPAddr, pipeline.EnvPrefix, err)
-	}
-	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("HTTP server stopped", "err", err)
-		}
-	}()
+	shared.Serve(f.Handler())
 	log.Info("orderwatch fleet member started", "version", opt.Version, "instance", instance, "shops", len(first.Shops),
-		"invalid_entries", len(first.Invalid), "registry", base.ShopsFile, "state_dir", base.StateDir, "http", ln.Addr().String())
+		"invalid_entries", len(first.Invalid), "registry", base.ShopsFile, "state_dir", base.StateDir, "http", shared.Addr())
 	if opt.Ready != nil {
-		opt.Ready(ln.Addr().String())
+		opt.Ready(shared.Addr())
 	}
 	var wg sync.WaitGroup
 	rctx, stopRegistry := context.WithCancel(ctx)
@@ -119,9 +103,6 @@ func Serve(ctx context.Context, base *pipeline.Config, opt ServeOptions) error {
 	err = f.Run(ctx) // returns early when this member is refused (clash)
 	stopRegistry()
 	wg.Wait()
-	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
 	log.Info("fleet member stopped")
 	return err
 }

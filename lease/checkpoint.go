@@ -75,6 +75,32 @@ type Checkpoints struct {
 	key  string
 	rev  uint64     // the revision this process read or wrote last
 	last Checkpoint // the checkpoint this process wrote last
+	memo *readMemo  // Memo: the first read's answer, kept
+}
+
+// readMemo is a read kept by Memo.
+type readMemo struct {
+	read  bool
+	rev   uint64
+	cp    Checkpoint
+	found bool
+	err   error // nil or an ErrCorrupt
+}
+
+// Memo makes Read answer with what it read first until end is called or a
+// write: a takeover reads the group's checkpoint once (three reads, one
+// round trip each, before). The caller holds the lease: no other tenure
+// writes a checkpoint meanwhile, and one in flight from an earlier tenure
+// is found by the tenure's first write (on the revision read, see Write).
+// Not for concurrent use, like the rest of Checkpoints.
+func (c *Checkpoints) Memo() (end func()) {
+	m := &readMemo{}
+	c.memo = m
+	return func() {
+		if c.memo == m {
+			c.memo = nil
+		}
+	}
 }
 
 // CheckpointBucket returns the checkpoint bucket, creating it when missing
@@ -104,6 +130,19 @@ func (c *Checkpoints) Last() Checkpoint { return c.last }
 // or it was deleted or purged). A value that does not decode is an error
 // wrapping ErrCorrupt.
 func (c *Checkpoints) Read(ctx context.Context) (cp Checkpoint, found bool, err error) {
+	m := c.memo
+	if m != nil && m.read {
+		c.rev = m.rev
+		return m.cp, m.found, m.err
+	}
+	cp, found, err = c.read(ctx)
+	if m != nil && (err == nil || errors.Is(err, ErrCorrupt)) {
+		*m = readMemo{read: true, rev: c.rev, cp: cp, found: found, err: err}
+	}
+	return cp, found, err
+}
+
+func (c *Checkpoints) read(ctx context.Context) (cp Checkpoint, found bool, err error) {
 	e, err := c.kv.Get(ctx, c.key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		c.rev = 0
@@ -143,6 +182,7 @@ func (c *Checkpoints) WriteAt(ctx context.Context, l *Lease, seq uint64, stream 
 	if err := l.Gate(); err != nil {
 		return err
 	}
+	c.memo = nil // a conflict reads the key again; after a write, the write is known
 	st, err := json.Marshal(state)
 	if err != nil {
 		return fmt.Errorf("write checkpoint %s: %w", c.key, err)

@@ -258,16 +258,7 @@ func TestFencedAfterPause(t *testing.T) {
 }
 
 func TestCheckpointOnlyByTheHolder(t *testing.T) {
-	s := runServer(t)
-	kv, ttl := bucket(t, s)
-	nc, _ := nats.Connect(s.ClientURL())
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ckv, err := lease.CheckpointBucket(context.Background(), js, "test_checkpoint")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := lease.Key("https://shop.example/", "ORDERS")
+	kv, ttl, ckv, key := checkpointSetup(t)
 	a := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h"})
 	b := start(t, kv, ttl, lease.Config{Instance: "b", Host: "h"})
 	waitFor(t, "one active", 5*time.Second, func() bool { return a.Active() || b.Active() })
@@ -293,4 +284,70 @@ func TestCheckpointOnlyByTheHolder(t *testing.T) {
 	if err := lease.NewCheckpoints(ckv, key).Write(ctx, holder.Lease, 4, "y"); err != nil {
 		t.Errorf("a second writer of the same tenure: %v", err)
 	}
+}
+
+// gets counts the reads of a KeyValue.
+type gets struct {
+	jetstream.KeyValue
+	n atomic.Int32
+}
+
+func (g *gets) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	g.n.Add(1)
+	return g.KeyValue.Get(ctx, key)
+}
+
+// TestCheckpointReadOnceInAMemo: within Memo the checkpoint is read from
+// NATS once however often Read is called (a takeover read it three
+// times); a write, or the end of the memo, reads it again.
+func TestCheckpointReadOnceInAMemo(t *testing.T) {
+	kv, ttl, ckv, key := checkpointSetup(t)
+	a := start(t, kv, ttl, lease.Config{Instance: "a", Host: "h"})
+	waitFor(t, "a active", 5*time.Second, a.Active)
+	ctx := context.Background()
+	if err := lease.NewCheckpoints(ckv, key).Write(ctx, a.Lease, 1, "x"); err != nil {
+		t.Fatal(err)
+	}
+	g := &gets{KeyValue: ckv}
+	c := lease.NewCheckpoints(g, key)
+	end := c.Memo()
+	for range 3 {
+		if cp, found, err := c.Read(ctx); err != nil || !found || cp.Seq != 1 {
+			t.Fatalf("Read = %+v %v %v", cp, found, err)
+		}
+	}
+	if n := g.n.Load(); n != 1 {
+		t.Errorf("three reads in a memo: %d gets, want 1", n)
+	}
+	if err := c.Write(ctx, a.Lease, 2, "y"); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, _ := c.Read(ctx); cp.Seq != 2 {
+		t.Errorf("a read after a write: seq %d, want 2", cp.Seq)
+	}
+	end()
+	before := g.n.Load()
+	_, _, _ = c.Read(ctx)
+	_, _, _ = c.Read(ctx)
+	if n := g.n.Load() - before; n != 2 {
+		t.Errorf("two reads after the memo: %d gets, want 2", n)
+	}
+}
+
+// checkpointSetup is a server with the lease bucket, the checkpoint bucket
+// (on a connection of its own) and a group's key.
+func checkpointSetup(t *testing.T) (kv jetstream.KeyValue, ttl time.Duration, ckv jetstream.KeyValue, key string) {
+	t.Helper()
+	s := runServer(t)
+	kv, ttl = bucket(t, s)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	if ckv, err = lease.CheckpointBucket(context.Background(), js, "test_checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	return kv, ttl, ckv, lease.Key("https://shop.example/", "ORDERS")
 }

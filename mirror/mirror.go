@@ -243,6 +243,9 @@ func (m *Mirror) Activated(w lease.Writer) error {
 // BeforeTenure; the tenure is recorded last. restored says whether the state file now holds
 // the group's state (the components that read it must read it again).
 func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (restored bool, err error) {
+	// The group's checkpoint is read once (Continues, Demoted and
+	// ApplyCheckpoint each read it): this replica holds the lease.
+	defer m.cfg.Checkpoints.Memo()()
 	if atStart {
 		cont, err := m.Continues(ctx)
 		if err != nil {

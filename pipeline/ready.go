@@ -151,7 +151,7 @@ func (w *Watcher) status() Status {
 	wk := w.work.Load()
 	s := Status{
 		Now: time.Now(), Gap: time.Duration(w.gap.Load()), FirstSyncPct: w.firstSyncPct.Load(),
-		StateErr: w.store.WriteErr(), PublishErr: w.pub.Ready(), NATSConnected: w.nc.IsConnected(), NATSCause: w.natsErr.get(),
+		StateErr: w.store.WriteErr(), PublishErr: w.pub.Ready(), NATSConnected: w.nc.IsConnected(), NATSCause: w.host.NATSCause(),
 		NATSURL: publisher.RedactURL(w.cfg.NATSURL), OutboxDepth: w.store.OutboxDepth(), OutboxMax: w.cfg.OutboxMax,
 	}
 	if w.rep != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orderwatch/orderwatch/diff"
@@ -38,28 +37,15 @@ type Options struct {
 	Version string
 	// Replica tunes the hot standby's delays (tests).
 	Replica replica.Tuning
-	// Conn is a NATS connection shared by several pipelines of one process
-	// (a fleet): used instead of one of the pipeline's own, and not closed
-	// by Close. nil: the pipeline connects as its configuration says.
-	Conn *nats.Conn
-	// NoHTTP: New does not listen on the HTTP address and Run serves
-	// nothing; the process serves Handler and Ready itself (a fleet serves
-	// one address for all its pipelines).
-	NoHTTP bool
-	// StreamOwner names the owner of a stream shared by several shops (a
-	// fleet's): the stream's metadata names it instead of the shop.
-	StreamOwner string
-	// Buckets are the hot standby's buckets, bound once by the process for
-	// all its pipelines (a fleet, replica.BindBuckets, after it ensured the
-	// stream): the pipeline binds none itself, New makes no request to
-	// NATS (the replica checks the stream and refuses another shop's group
-	// before any call, see replica.ShopConflictError) and the lease's key
-	// is not watched by a consumer of its own (the process calls
-	// WakeLease).
-	Buckets *replica.Buckets
-	// Takeovers bounds the takeovers at once of the pipelines of a process
-	// (replica.Config.Takeovers); nil: unbounded.
-	Takeovers chan struct{}
+	// Now is the process's wall clock for the lease's informational times
+	// (replica.Config.Now) [time.Now].
+	Now func() time.Time
+	// Host is what the process's pipelines share (NewHost): its NATS
+	// connection, the hot standby's buckets, the bound on takeovers at once
+	// and the HTTP listener. nil: New builds one of its own from the
+	// configuration (connecting to NATS and listening on WATCHER_HTTP_ADDR),
+	// closed by Close.
+	Host *Host
 }
 
 // Watcher is one shop's wired pipeline: client -> poller -> state ->
@@ -70,13 +56,15 @@ type Watcher struct {
 	opt     Options
 	log     *slog.Logger
 	store   *state.Store
+	host    *Host
+	ownHost bool   // built by New: closed by Close
+	unwake  func() // ends the host's wakes of the lease (nil without the hot standby)
 	nc      *nats.Conn
 	pub     *publisher.Publisher
 	rep     *replica.Replica // nil when the hot standby is off
 	metrics *metrics
 	dwell   *dwellCollector // the status metrics (dwell.go)
-	ln      net.Listener
-	reg     *registered // what it registered, unregistered by Close
+	reg     *registered     // what it registered, unregistered by Close
 	close   sync.Once
 
 	work atomic.Pointer[workers] // replaced as a whole at a takeover
@@ -88,7 +76,6 @@ type Watcher struct {
 	lastSlice            atomic.Int64           // unix nanos of the last verified slice (first-sync progress)
 	firstSyncPct         atomic.Int64           // percent of the first sync verified
 	clockProblem         atomic.Value           // string: the last sweep's clock problem, "" when none
-	natsErr              lastErr                // why the last attempt to (re)connect to NATS failed
 	shareInertWarned     atomic.Bool            // the CALL_SHARE-inert warning was logged
 	unleased             atomic.Pointer[string] // without the lease: why not calling ("" none; unleased.go)
 }
@@ -139,16 +126,14 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 	w.clockProblem.Store("")
 	w.firstSyncPct.Store(-1)
 	scope, _ := cfg.ScopeSplit()
-	if opt.Conn != nil {
-		w.nc = opt.Conn
-	} else {
-		nc := cfg.NATS("orderwatch")
-		nc.Logger, nc.OnConnectError = log, w.natsErr.set
-		w.nc, err = publisher.Connect(nc)
+	if w.host = opt.Host; w.host == nil {
+		w.ownHost = true
+		w.host, err = NewHost(HostConfig{Config: cfg, Listen: cfg.HTTPAddr, Logger: log})
 		if err != nil {
-			return nil, ConfigErrorf("NATS at %s: %v", publisher.RedactURL(cfg.NATSURL), err)
+			return nil, err
 		}
 	}
+	w.nc = w.host.Conn()
 	w.pub, err = publisher.New(w.nc, w.store, publisher.Config{
 		Stream: cfg.Stream, CreateStream: cfg.StreamCreate, SubjectPrefix: cfg.SubjectPrefix,
 		DuplicateWindow: cfg.DuplicateWindow, MaxAge: cfg.StreamMaxAge, MaxBytes: cfg.StreamMaxBytes,
@@ -158,7 +143,7 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		OnDuplicate: func() { w.metrics.publishDups.Inc() },
 		OnLookup:    func(r string) { w.metrics.dedupLookups.WithLabelValues(r).Inc() },
 		Gate:        w.gate,
-		Shop:        cfg.Shop(), ShopURL: cfg.PlentyURL, StreamOwner: opt.StreamOwner,
+		Shop:        cfg.Shop(), ShopURL: cfg.PlentyURL, StreamOwner: w.host.cfg.StreamOwner,
 	})
 	if err != nil {
 		return nil, ConfigErrorf("%v", err)
@@ -167,7 +152,9 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		return nil, err
 	}
 	if cfg.Lease && cfg.Stream != "" {
+		w.bindBuckets()
 		w.rep = w.newReplica()
+		w.unwake = w.host.wakeOnLeaseGone([]string{cfg.GroupKey(), cfg.LegacyGroupKey()}, w.WakeLease)
 	}
 	if err := w.newWorkers(); err != nil {
 		return nil, err
@@ -184,15 +171,6 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		m.firstSync.Set(1)
 		w.firstSyncPct.Store(100)
 	}
-	if opt.NoHTTP {
-		return w, nil
-	}
-	w.ln, err = net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		// The address is configuration (a port taken by another program is
-		// fixed there too): exit 2, like every configuration error.
-		return nil, ConfigErrorf("listen on %s (WATCHER_HTTP_ADDR): %v", cfg.HTTPAddr, err)
-	}
 	return w, nil
 }
 
@@ -202,7 +180,7 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 // (NATS slow, no permission to look) are left to the loops, which check
 // again and retry.
 func (w *Watcher) refuseOtherShop() error {
-	if !w.nc.IsConnected() || w.opt.Buckets != nil {
+	if !w.nc.IsConnected() || w.host.Buckets() != nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -227,6 +205,26 @@ func (w *Watcher) refuseOtherShop() error {
 	return nil
 }
 
+// bindBuckets has the host bind the hot standby's buckets, as a fleet
+// member does before its first pipeline (a no-op then): the lease bucket
+// watched once by the host, the buckets handed to the replica. When NATS
+// does not answer now, the replica binds them itself once it does (and
+// its lease watches its key itself).
+func (w *Watcher) bindBuckets() {
+	if w.host.Buckets() != nil || !w.nc.IsConnected() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	js, err := jetstream.New(w.nc, jetstream.WithDefaultTimeout(5*time.Second))
+	if err == nil {
+		_, err = w.host.BindBuckets(ctx, js, w.cfg.Stream, w.cfg.LeaseBucket, w.cfg.LeaseTTL, w.cfg.LeaseReplicas)
+	}
+	if err != nil {
+		w.log.Warn("hot standby: the buckets cannot be bound yet; the replica binds them when NATS answers", "err", err)
+	}
+}
+
 // newReplica builds the hot standby of the pipeline.
 func (w *Watcher) newReplica() *replica.Replica {
 	host, _ := os.Hostname()
@@ -239,13 +237,13 @@ func (w *Watcher) newReplica() *replica.Replica {
 		NC: w.nc, Store: w.store, FileLock: w.store.LockID(), EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
 		Key: w.cfg.GroupKey(), LegacyKey: w.cfg.LegacyGroupKey(), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
 		Shop: w.cfg.Shop(), ShopURL: w.cfg.PlentyURL, Source: w.cfg.EventSource(),
-		Own: []string{publisher.PublisherRecord}, Limits: limits, Merges: merges, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica,
-		Buckets: w.opt.Buckets, Takeovers: w.opt.Takeovers,
+		Own: []string{publisher.PublisherRecord}, Limits: limits, Merges: merges, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica, Now: w.opt.Now,
+		Buckets: w.host.Buckets(), Takeovers: w.host.takeovers,
 	})
 }
 
 // WakeLease makes the hot standby's lease try to acquire now: its key was
-// seen deleted or expired (Options.Buckets). No-op without the hot standby.
+// seen deleted or expired (Host.BindBuckets). No-op without the hot standby.
 func (w *Watcher) WakeLease() {
 	if w.rep != nil {
 		w.rep.WakeLease()
@@ -365,32 +363,26 @@ func (w *Watcher) userAgent() string {
 	return "orderwatch/" + w.opt.Version + " (" + w.rep.Instance() + ")"
 }
 
-// HTTPURL is the base URL of the HTTP endpoints ("" with Options.NoHTTP).
+// HTTPURL is the base URL of the HTTP endpoints of the process ("" when
+// it listens on none).
 func (w *Watcher) HTTPURL() string {
-	if w.ln == nil {
-		return ""
+	if a := w.host.Addr(); a != "" {
+		return "http://" + a
 	}
-	return "http://" + w.ln.Addr().String()
+	return ""
 }
 
 func (w *Watcher) httpAddr() string {
-	if w.ln == nil {
-		return "none"
+	if a := w.host.Addr(); a != "" {
+		return a
 	}
-	return w.ln.Addr().String()
+	return "none"
 }
 
 // Run works until ctx is done, then shuts down within the configured
 // time and closes the watcher.
 func (w *Watcher) Run(ctx context.Context) error {
-	srv := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	if w.ln != nil {
-		go func() {
-			if err := srv.Serve(w.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				w.log.Error("HTTP server stopped", "err", err)
-			}
-		}()
-	}
+	w.host.Serve(w.Handler()) // unless the process serves its own (a fleet)
 	cfg := w.cfg
 	w.log.Info("orderwatch started", "version", w.opt.Version, "service", cfg.PlentyURL, "nats", publisher.RedactURL(cfg.NATSURL),
 		"stream", cfg.Stream, "state", cfg.StatePath, "http", w.httpAddr(), "interval", durationOrDerived(cfg.PollInterval),
@@ -417,9 +409,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	dstop()
 	<-dwellDone // a scan in hand ends first (well under a second)
-	shutCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutCtx)
 	w.Close()
 	w.log.Info("stopped", "outbox_left", left, "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
@@ -582,17 +571,18 @@ func (w *Watcher) onWritable(err error) {
 	w.log.Info("state file writable again: a commit worked, the sweep goes on", attrs...)
 }
 
-// Close closes the listener, the NATS connection and the state file and
+// Close closes the state file (and the host New built: its listener and
+// NATS connection) and
 // unregisters the metrics (Run does it when it returns); it may be called
 // more than once.
 func (w *Watcher) Close() {
 	w.close.Do(func() {
 		w.reg.unregister()
-		if w.ln != nil {
-			w.ln.Close()
+		if w.unwake != nil {
+			w.unwake()
 		}
-		if w.nc != nil && w.nc != w.opt.Conn {
-			w.nc.Close()
+		if w.ownHost && w.host != nil {
+			w.host.Close()
 		}
 		if w.store != nil {
 			if err := w.store.Close(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -249,5 +250,42 @@ func TestWatcherAppliesChangesLive(t *testing.T) {
 		if st.name == "an entry broken" && !strings.Contains(u.Invalid[0].Error(), `shops[0] (id "a"): callShare 7`) {
 			t.Errorf("entry error %v", u.Invalid[0])
 		}
+	}
+}
+
+// TestWatcherReadsOnlyWhatChanged: the file is looked at (stat) every
+// interval but read and parsed only when it changed (or every
+// fullReadEvery): a reading of a thousand entries costs tens of
+// milliseconds of CPU, every second on every member.
+func TestWatcherReadsOnlyWhatChanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shops.json")
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"shops":[{"id":"a","url":"http://a.example","username":"u","passwordEnv":"PW"}]}`)
+	var checks atomic.Int32
+	w := NewWatcher(path, Options{Interval: 5 * time.Millisecond, Getenv: env(map[string]string{"PW": "x"}),
+		Check: func(Shop) error { checks.Add(1); return nil }})
+	ups := make(chan Update, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx, func(u Update) { ups <- u }) }()
+	defer func() { cancel(); <-done }()
+	<-ups
+	time.Sleep(300 * time.Millisecond) // some 60 intervals
+	if n := checks.Load(); n != 1 {
+		t.Errorf("an unchanged file parsed %d times in 60 intervals, want once", n)
+	}
+	write(`{"shops":[{"id":"a","url":"http://a.example","username":"u","passwordEnv":"PW"},{"id":"bb","url":"http://b.example","username":"u","passwordEnv":"PW"}]}`)
+	select {
+	case u := <-ups:
+		if len(u.Shops) != 2 {
+			t.Errorf("after the change: %d shops", len(u.Shops))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a changed file not read within 10 s")
 	}
 }

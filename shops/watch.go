@@ -104,7 +104,15 @@ type Watcher struct {
 	inForce []Shop
 	errText string // the errors last reported, to report a change only
 	started bool
+	seen    os.FileInfo            // the file as last read (nil: not read)
+	secrets map[string]os.FileInfo // the password files of the shops in force, as last read
+	readAt  time.Time              // when it was last read
 }
+
+// fullReadEvery is how often the file is read and parsed when its size,
+// modification time and inode have not changed: a password file an entry
+// names (its validity) may have changed.
+const fullReadEvery = 10 * time.Second
 
 // NewWatcher returns a watcher of the registry file at path.
 func NewWatcher(path string, opt Options) *Watcher {
@@ -135,8 +143,10 @@ func (w *Watcher) Run(ctx context.Context, apply func(Update)) {
 	t := time.NewTicker(w.opt.Interval)
 	defer t.Stop()
 	for {
-		if up, news := w.read(); news {
-			apply(up)
+		if w.changed() {
+			if up, news := w.read(); news {
+				apply(up)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -146,11 +156,53 @@ func (w *Watcher) Run(ctx context.Context, apply func(Update)) {
 	}
 }
 
+// changed says whether the file is to be read: a stat first (a reading of
+// a thousand entries costs tens of milliseconds of CPU), a reading when
+// it or a password file of a shop in force differs from the one read
+// (size, modification time, the file itself: a Secret's symlink swap),
+// and every fullReadEvery anyway.
+func (w *Watcher) changed() bool {
+	if w.seen == nil || time.Since(w.readAt) >= fullReadEvery || statChanged(w.path, w.seen) {
+		return true
+	}
+	for path, fi := range w.secrets {
+		if statChanged(path, fi) {
+			return true
+		}
+	}
+	return false
+}
+
+// statChanged says whether the file at path differs from was (or cannot
+// be looked at).
+func statChanged(path string, was os.FileInfo) bool {
+	fi, err := os.Stat(path)
+	return err != nil || was == nil || fi.Size() != was.Size() || !fi.ModTime().Equal(was.ModTime()) || !os.SameFile(fi, was)
+}
+
+// stats are the password files of shops, as they are now (nil when one
+// cannot be looked at: read again).
+func stats(ss []Shop) map[string]os.FileInfo {
+	out := map[string]os.FileInfo{}
+	for _, s := range ss {
+		if s.PasswordFile != "" {
+			fi, _ := os.Stat(s.PasswordFile)
+			out[s.PasswordFile] = fi
+		}
+	}
+	return out
+}
+
 // read reads and parses the file; news says whether the result differs
 // from the last reading (or is the first).
 func (w *Watcher) read() (Update, bool) {
 	first := !w.started
 	w.started = true
+	// Looked at before the read: a change during it is read next time.
+	w.seen, w.readAt, w.secrets = nil, time.Now(), stats(w.inForce)
+	if fi, err := os.Stat(w.path); err == nil {
+		w.seen = fi
+	}
 	data, err := readLimited(w.path, w.opt.MaxBytes)
 	var valid []Shop
 	var invalid []error
@@ -179,6 +231,11 @@ func (w *Watcher) read() (Update, bool) {
 	}
 	slices.SortFunc(now, func(a, b Shop) int { return cmp.Compare(a.ID, b.ID) })
 	up := Update{Shops: now, Changes: Diff(w.inForce, now), Invalid: invalid}
+	for p, fi := range stats(now) {
+		if _, ok := w.secrets[p]; !ok {
+			w.secrets[p] = fi // a new shop's (a change between its reading and now: the next full reading)
+		}
+	}
 	w.inForce = now
 	errNews := w.noteErrors(up)
 	if errNews {
