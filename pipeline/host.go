@@ -38,7 +38,10 @@ type HostConfig struct {
 	// stream's metadata publisher.MetaShop); "": each shop's stream is its
 	// own.
 	StreamOwner string
-	Logger      *slog.Logger
+	// Buckets, when set, are the hot standby's buckets bound by the caller
+	// (a test wraps them to inject faults): BindBuckets returns them.
+	Buckets *replica.Buckets
+	Logger  *slog.Logger
 }
 
 // Host is what the pipelines of one process share, whether it runs one
@@ -100,6 +103,9 @@ func NewHost(hc HostConfig) (_ *Host, err error) {
 			// is fixed there too): exit 2, like every configuration error.
 			return nil, ConfigErrorf("listen on %s (%s_HTTP_ADDR): %v", hc.Listen, EnvPrefix, err)
 		}
+	}
+	if hc.Buckets != nil {
+		h.adopt(hc.Buckets)
 	}
 	return h, nil
 }
@@ -204,6 +210,12 @@ func (h *Host) BindBuckets(ctx context.Context, js jetstream.JetStream, stream, 
 			return nil, err
 		}
 	}
+	return h.adopt(b), nil
+}
+
+// adopt makes b the host's buckets, unless it has some, and watches their
+// lease bucket.
+func (h *Host) adopt(b *replica.Buckets) *replica.Buckets {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.buckets == nil && !h.closed {
@@ -212,7 +224,7 @@ func (h *Host) BindBuckets(ctx context.Context, js jetstream.JetStream, stream, 
 		h.stopWatch = stop
 		go h.watchLeases(wctx, b.Lease)
 	}
-	return h.buckets, nil
+	return h.buckets
 }
 
 // FollowLeases has f told of every entry of the lease bucket the host's

@@ -430,6 +430,7 @@ func (w *chaosWorld) lastHolderBefore(i int) string {
 // chaosMember is one replica process.
 type chaosMember struct {
 	w      *wiring.Watcher
+	host   *wiring.Host
 	kv     *chaosKVs
 	nc     *nats.Conn
 	cancel context.CancelFunc
@@ -464,9 +465,12 @@ func (w *chaosWorld) start(name string, seed uint64) *chaosMember {
 		HTTPAddr: "127.0.0.1:0", LogFormat: "text", LogLevel: "info", ShutdownTimeout: 2 * time.Second,
 	}
 	reg := prometheus.NewRegistry()
+	log := slog.New(slog.NewTextHandler(m.logs, nil))
+	if m.host, err = wiring.NewHost(wiring.HostConfig{Config: cfg, Conn: nc, Buckets: b, Logger: log}); err != nil {
+		t.Fatal(err)
+	}
 	m.w, err = wiring.New(cfg, wiring.Options{
-		Logger: slog.New(slog.NewTextHandler(m.logs, nil)), Registerer: reg, Gatherer: reg, Version: "chaos",
-		Conn: nc, Buckets: b, NoHTTP: true,
+		Logger: log, Registerer: reg, Gatherer: reg, Version: "chaos", Host: m.host,
 		Replica: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second},
 	})
 	if err != nil {
@@ -505,6 +509,7 @@ var dirs = struct {
 // kill ends the member as a crash would (no release, its connection
 // gone); a member that does not stop fails the test.
 func (m *chaosMember) kill(t *testing.T) {
+	m.host.Close()
 	m.nc.Close()
 	m.cancel()
 	select {
