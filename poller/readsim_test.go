@@ -87,6 +87,13 @@ type readSim struct {
 	e     *env
 	ahead atomic.Int64 // the service's clock minus the local one
 	busy  bool
+	// calm: restarts (between two sweeps, inside a read, for a clock
+	// step) are rare: a restarted process's first sweeps read the whole
+	// overlap, and would find what a long-running one owes.
+	calm bool
+	// busyFrom: a busy shop is quiet until then (its probes done, the
+	// ledger's floor close below the watermark when it turns busy).
+	busyFrom time.Time
 
 	// proxy faults: failOld fails searches below the sweeps' window (second
 	// looks, probes) with this chance; cancelOld cancels Run inside one.
@@ -118,6 +125,10 @@ func runReadSim(t *testing.T, seed uint64, minutes int) bool {
 	rnd := rand.New(rand.NewPCG(seed, 32))
 	s := &readSim{t: t, rnd: rnd, busy: rnd.IntN(2) == 0 || *simBusy, changes: map[int64]visible{}}
 	s.ahead.Store(int64(time.Duration(rnd.IntN(31)-15) * time.Minute))
+	s.calm = rnd.IntN(2) == 0
+	if rnd.IntN(2) == 0 {
+		s.busyFrom = t0.Add(time.Duration(rnd.IntN(minutes/2+1)) * time.Minute)
+	}
 	clk := &clock{t: t0}
 	e := newEnvAhead(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}, Seed: int64(seed)}, poller.Config{}, 0)
 	s.e = e
@@ -133,7 +144,7 @@ func runReadSim(t *testing.T, seed uint64, minutes int) bool {
 	s.lastAdd = s.now()
 	end := clk.Now().Add(time.Duration(minutes) * time.Minute)
 	quietUntil := end.Add(-3 * time.Minute) // no faults, no late changes: what is owed is read
-	t.Logf("seed %d: busy %v, service clock ahead by %v, %d minutes", seed, s.busy, time.Duration(s.ahead.Load()), minutes)
+	t.Logf("seed %d: busy %v, calm %v, service clock ahead by %v, %d minutes", seed, s.busy, s.calm, time.Duration(s.ahead.Load()), minutes)
 	for clk.Now().Before(end) {
 		s.process(end, quietUntil)
 	}
@@ -209,7 +220,7 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 	quiet := !e.clk.Now().Before(quietUntil)
 	until := s.now().Add(st.NextGap)
 	rate := 0.2
-	if s.busy {
+	if s.busy && !e.clk.Now().Before(s.busyFrom) {
 		rate = 20
 	}
 	if n := int(until.Sub(s.lastAdd).Seconds() * rate); n > 0 {
@@ -230,6 +241,12 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 		if rnd.IntN(3) == 0 {
 			late = time.Duration(rnd.Int64N(int64(5*time.Minute))) + time.Second // for the probes
 		}
+		if f := st.Watermark.Sub(e.poll.LedgerFloor()); rnd.IntN(4) == 0 && f > 0 && f+30*time.Second <= st.Timings.Overlap {
+			// Just below the ledger's floor, within the overlap: the floor
+			// claims every promised age below it (one widened since it
+			// moved included).
+			late = f + time.Duration(rnd.IntN(30)+1)*time.Second
+		}
 		k := 1
 		if rnd.IntN(40) == 0 {
 			k = 1000 + rnd.IntN(9001) // a bulk second
@@ -241,7 +258,11 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 	}
 	// Faults of the next moments.
 	s.failOld.Store(int64([]int{0, 0, 0, 100, 500, 1000}[rnd.IntN(6)]))
-	s.cancelOld.Store(rnd.IntN(60) == 0) // a restart inside a second look or a probe
+	rare := 1
+	if s.calm {
+		rare = 20
+	}
+	s.cancelOld.Store(rnd.IntN(60*rare) == 0) // a restart inside a second look or a probe
 	if rnd.IntN(400) == 0 && *simServiceSteps {
 		// The service's clock steps back: its new changes are stamped
 		// below the watermark (the sweep finds them and rewinds).
@@ -251,7 +272,7 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 		s.serviceSteps++
 		s.t.Logf("the service's clock steps back by %v at %v (service %v), watermark %v", d, e.clk.Now().Sub(t0), s.now().Sub(t0), st.Watermark.Sub(t0))
 	}
-	if rnd.IntN(150) == 0 {
+	if rnd.IntN(150*rare) == 0 {
 		// The local clock steps, ahead or back, while no process runs
 		// (within one the durations are on the monotonic clock): the
 		// next process starts on it; the service's clock does not move.
@@ -259,7 +280,7 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 		s.step = d
 		cancel()
 	}
-	if rnd.IntN(80) == 0 {
+	if rnd.IntN(80*rare) == 0 {
 		cancel() // a restart between two sweeps
 	}
 }
