@@ -363,6 +363,7 @@ func TestReadLedgerCosts(t *testing.T) {
 				calls, looks, nslices int
 				probes                int
 				lastProbe             time.Time
+				owed                  time.Duration
 			)
 			err := e.poll.Run(ctx, poller.RunConfig{
 				CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls,
@@ -380,8 +381,12 @@ func TestReadLedgerCosts(t *testing.T) {
 						return
 					}
 					gaps = append(gaps, st.Start.Sub(prev))
+					if os.Getenv("READS_COST_TRACE") != "" {
+						t.Logf("TRACE %v gap %v charged %d look %v probe %v lo-wm %v hi-lo %v entries %d", st.Start.Sub(t0), st.Start.Sub(prev), st.Charged, st.SecondLook, st.Probe, st.Lo.Sub(st.Watermark), st.Hi.Sub(st.Lo), st.Entries)
+					}
 					prev = st.Start
 					calls += st.Charged
+					owed = max(owed, st.ReadOwed)
 					if st.SecondLook {
 						looks++
 					}
@@ -412,9 +417,9 @@ func TestReadLedgerCosts(t *testing.T) {
 			if probes > 0 {
 				perProbe = float64(nslices) / float64(probes)
 			}
-			t.Logf("%g changes/s, %d h: %d sweeps, mean spacing %.2f s, p99 %.2f s, max %.2f s; %d calls = %.0f a day; %d second looks; %d probes ended, %d probe slices (%.1f a probe)",
-				rate, hours, len(slices2), (sum / time.Duration(len(slices2))).Seconds(), slices2[len(slices2)*99/100].Seconds(), slices2[len(slices2)-1].Seconds(),
-				calls, float64(calls)/span*86400, looks, probes, nslices, perProbe)
+			t.Logf("%g changes/s, %d h: %d sweeps, mean spacing %.2f s, p50 %.2f s, p90 %.2f s, p99 %.2f s, max %.2f s; %d calls = %.0f a day; %d second looks; %d probes ended, %d probe slices (%.1f a probe); read owed at most %v",
+				rate, hours, len(slices2), (sum / time.Duration(len(slices2))).Seconds(), slices2[len(slices2)/2].Seconds(), slices2[len(slices2)*9/10].Seconds(), slices2[len(slices2)*99/100].Seconds(), slices2[len(slices2)-1].Seconds(),
+				calls, float64(calls)/span*86400, looks, probes, nslices, perProbe, owed)
 		})
 	}
 }

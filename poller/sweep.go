@@ -92,6 +92,9 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 			hi = p.window(date)
 		}
 	}
+	if meta.BaselineDone && st.Rewound.IsZero() {
+		hi = p.fits(lo, hi, meta.Watermark)
+	}
 	st.Lo, st.Hi, st.Watermark = lo, hi, meta.Watermark
 	st.Baseline = lo.Before(meta.Baseline) && !meta.BaselineDone
 	defer func() {
@@ -111,6 +114,27 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	}
 	sw.lo, sw.hi, sw.pos = lo, hi, lo
 	return st, sw.run(ctx, lo, hi)
+}
+
+// fits is where a sweep of [lo, hi] from the watermark ends: at hi, or,
+// when the window is over a page's worth at the measured density by a
+// sliver (half a page or less: not a catch-up), where a page's worth
+// ends, so that the sweep takes one call rather than a second one for the
+// sliver; the next sweep reads it. A sweep that costs two calls paces the
+// next ones twice as far apart, whose windows then fill two pages: a busy
+// shop stays there at the same calls (docs/benchmarks.md, the read
+// ledger). Never at or below the watermark.
+func (p *Poller) fits(lo, hi, watermark time.Time) time.Time {
+	s := p.pageSpan
+	if s <= 0 || hi.Sub(lo) < s || hi.Sub(lo) > s*3/2 {
+		return hi
+	}
+	// The density is measured over hi - lo, one second short of what a
+	// window reads (both ends' seconds): lo + s holds about a page's fill.
+	if end := lo.Add(s).Truncate(time.Second); end.After(watermark) {
+		return end
+	}
+	return hi
 }
 
 // serverNow estimates the service's clock. Before the first response of the
