@@ -18,6 +18,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
+	"github.com/orderwatch/orderwatch/state"
 )
 
 // The proof of the read ledger: a seeded randomized simulation on the fake
@@ -107,6 +108,12 @@ type readSim struct {
 	changes      map[int64]visible // every order added, with when it became visible
 	lastAdd      time.Time         // service time
 	restarts     int
+
+	// Takeovers (readsim_takeover_test.go): the events in the stream by
+	// id (their order), the group's last checkpoints.
+	published map[string]int64
+	ckpts     []state.Checkpoint
+	takeovers int
 }
 
 // visible is when an order became visible: the watermark then (zero:
@@ -123,7 +130,7 @@ func (s *readSim) now() time.Time { return s.e.clk.Now().Add(time.Duration(s.ahe
 // the shop was busy.
 func runReadSim(t *testing.T, seed uint64, minutes int) bool {
 	rnd := rand.New(rand.NewPCG(seed, 32))
-	s := &readSim{t: t, rnd: rnd, busy: rnd.IntN(2) == 0 || *simBusy, changes: map[int64]visible{}}
+	s := &readSim{t: t, rnd: rnd, busy: rnd.IntN(2) == 0 || *simBusy, changes: map[int64]visible{}, published: map[string]int64{}}
 	s.ahead.Store(int64(time.Duration(rnd.IntN(31)-15) * time.Minute))
 	s.calm = rnd.IntN(2) == 0
 	if rnd.IntN(2) == 0 {
@@ -199,6 +206,7 @@ func (s *readSim) process(end, quietUntil time.Time) {
 				t.Logf("sweep at %s: wm %s lo %s hi %s look %v probe %v overlap %v: %s", e.clk.Now().Format(time.TimeOnly), st.Watermark.UTC().Format(time.TimeOnly),
 					st.Lo.UTC().Format(time.TimeOnly), st.Hi.UTC().Format(time.TimeOnly), st.SecondLook, st.Probe, st.Timings.Overlap, e.poll.LedgerString())
 			}
+			s.publish()
 			s.afterSweep(st, quietUntil, cancel)
 		},
 	})
@@ -206,6 +214,9 @@ func (s *readSim) process(end, quietUntil time.Time) {
 		t.Fatal(err)
 	}
 	s.restarts++
+	if e.clk.Now().Before(end) && s.rnd.IntN(2) == 0 {
+		s.takeOver() // another replica goes on, from the group's checkpoint
+	}
 	if s.step != 0 {
 		e.clk.Advance(s.step)
 		s.ahead.Add(-int64(s.step))
@@ -288,10 +299,7 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 // judge checks the simulator's truth against the events and the ledger.
 func (s *readSim) judge() {
 	t, e := s.t, s.e
-	count := map[int64]int{}
-	for _, ev := range e.events() {
-		count[ev.Data.OrderID]++
-	}
+	count := s.eventsByOrder()
 	meta, err := e.store.Meta()
 	if err != nil {
 		t.Fatal(err)
@@ -331,7 +339,7 @@ func (s *readSim) judge() {
 			t.Fatalf("stopping after %d failures", bad)
 		}
 	}
-	t.Logf("%d changes (%d late), %d still owed a read at their age, %d restarts, the service's clock stepped back %d times", len(s.changes), late, owed, s.restarts, s.serviceSteps)
+	t.Logf("%d changes (%d late), %d still owed a read at their age, %d restarts (%d takeovers), the service's clock stepped back %d times", len(s.changes), late, owed, s.restarts, s.takeovers, s.serviceSteps)
 }
 
 // TestReadLedgerCosts measures (READS_COST=1, a few minutes) what the

@@ -295,7 +295,7 @@ func (r *runner) secondLook(st *Stats, rd read) (stop bool) {
 func (r *runner) probe(st *Stats) (stop bool) {
 	p, tm := r.p, r.rc.Timings
 	pace, _ := r.rc.Budget.Pace(r.rc.Interval)
-	rd, run, done := r.sch.probeSlice(p.ledger(), p.probeLevel, slack(r.throttle(), pace), probePace(r.sch.look.density, p.pageSize()), p.cfg.Now())
+	rd, run, done := r.sch.probeSlice(p.ledger(), p.probeLevel, slack(r.throttle(), pace), probePace(r.sch.look), p.cfg.Now())
 	if done {
 		r.sch.probe.on = false
 		tm.Observe(p.cfg.Now(), nil, p.cfg.Settle, p.cfg.Overlap, true)

@@ -33,16 +33,19 @@ type probe struct {
 // takes calls at an even rate over about two thirds of its window's time
 // instead of one after every sweep (which doubled the sweeps' gap while
 // it ran and left them short of a page after it); never slower than a
-// slice every probeSliceGap (a quiet shop's probe takes a call or two).
+// slice every probeSliceGap.
 const (
 	probeSpeed    = 1.5
 	probeSliceGap = 30 * time.Second
 )
 
-// probePace is the probe's slices a second at density orders a second of
-// the timeline and pages of page orders (0: not measured, unpaced).
-func probePace(density float64, page int64) float64 {
-	if density <= 0 || page <= 0 {
+// probePace is the probe's slices a second while the sweeps split (l: a
+// busy shop, whose sweeps are near a page) at the density measured (0:
+// unpaced: a slice after every sweep, as in a quiet shop, whose one-call
+// sweeps are far from a page, and a dense past is read at once).
+func probePace(l secondLook) float64 {
+	density, page := l.density, l.page
+	if !l.split || density <= 0 || page <= 0 {
 		return 0
 	}
 	return max(probeSpeed*density/(pageFill*float64(page)), 1/probeSliceGap.Seconds())
