@@ -74,14 +74,7 @@ func busyShop(t *testing.T, e *env, rate float64, onSweep func(n int, st poller.
 		CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls,
 		OnSweep: func(st poller.Stats, _ error) {
 			n++
-			until := st.Start.Add(st.NextGap)
-			if k := int(until.Sub(last).Seconds() * rate); k > 0 {
-				for i := range k {
-					at := last.Add(time.Duration(i+1) * until.Sub(last) / time.Duration(k))
-					e.sim.AddOrder(plentysim.Order{CreatedAt: at, UpdatedAt: at})
-				}
-				last = until
-			}
+			last = addEvenly(e.sim, last, st.Start.Add(st.NextGap), rate)
 			if onSweep(n, st) || n > 20000 {
 				cancel()
 			}
@@ -90,4 +83,18 @@ func busyShop(t *testing.T, e *env, rate float64, onSweep func(n int, st poller.
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// addEvenly adds the changes of (last, until] at rate a second, evenly
+// spaced, each a new order; it returns where the next ones start.
+func addEvenly(sim *plentysim.Server, last, until time.Time, rate float64) time.Time {
+	n := int(until.Sub(last).Seconds() * rate)
+	if n <= 0 {
+		return last
+	}
+	for i := range n {
+		at := last.Add(time.Duration(i+1) * until.Sub(last) / time.Duration(n))
+		sim.AddOrder(plentysim.Order{CreatedAt: at, UpdatedAt: at})
+	}
+	return until
 }

@@ -376,22 +376,12 @@ func TestReadLedgerCosts(t *testing.T) {
 			err := e.poll.Run(ctx, poller.RunConfig{
 				CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls,
 				OnSweep: func(st poller.Stats, _ error) {
-					until := st.Start.Add(st.NextGap)
-					if n := int(until.Sub(last).Seconds() * rate); n > 0 {
-						for i := range n {
-							at := last.Add(time.Duration(i+1) * until.Sub(last) / time.Duration(n))
-							e.sim.AddOrder(plentysim.Order{CreatedAt: at, UpdatedAt: at})
-						}
-						last = until
-					}
+					last = addEvenly(e.sim, last, st.Start.Add(st.NextGap), rate)
 					if st.Start.Before(from) {
 						prev, lastProbe = st.Start, st.Timings.LastProbe
 						return
 					}
 					gaps = append(gaps, st.Start.Sub(prev))
-					if os.Getenv("READS_COST_TRACE") != "" {
-						t.Logf("TRACE %v gap %v charged %d look %v probe %v lo-wm %v hi-lo %v entries %d", st.Start.Sub(t0), st.Start.Sub(prev), st.Charged, st.SecondLook, st.Probe, st.Lo.Sub(st.Watermark), st.Hi.Sub(st.Lo), st.Entries)
-					}
 					prev = st.Start
 					calls += st.Charged
 					owed = max(owed, st.ReadOwed)
