@@ -90,8 +90,11 @@ func (s *scheduler) secondLook(reads *ledger, watermark time.Time, overlap time.
 	if !ok || !s.look.due(from, horizon) {
 		return read{}, false
 	}
-	if span := s.look.pageSpan(); span > 0 && to.Sub(from) >= span {
-		to = from.Add(span - time.Second) // a page's worth; the rest stays owed
+	if span := s.look.pageSpan(); span > 0 && to.Sub(from) >= span && to.Sub(from) < 2*span {
+		// A page's worth; the rest stays owed. Two pages' worth or more
+		// (the look trails: a density over a page a sweep) is read as it
+		// is, two calls at most, so that the look keeps up.
+		to = from.Add(span - time.Second)
 	}
 	return read{from: from, to: to, maxCalls: 2, need: overlap}, true
 }

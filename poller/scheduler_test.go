@@ -33,6 +33,7 @@ func TestSchedulerSecondLook(t *testing.T) {
 		{"split, most of a page owed: waits", split(), secondLook{split: true, density: 20, page: 250}, 20, false, 0, 0},
 		{"split, over a page owed: reads a page's worth", split(), secondLook{split: true, density: 20, page: 250}, 25, true, 0, 10},
 		{"split, secondLookMax owed: reads", split(), secondLook{split: true, density: 1, page: 250}, 40, true, 0, 29},
+		{"split, two pages' worth owed (the look trails): reads it all", split(), secondLook{split: true, density: 20, page: 250}, 33, true, 0, 22},
 		{"whole overlap: only below the sweeps' reach", split(), secondLook{density: 1, page: 250}, 40, false, 0, 0},
 	}
 	for _, c := range cases {
