@@ -310,6 +310,9 @@ type Poller struct {
 	probeLevel    time.Duration
 	// rebulk is how far a recheck got in a bulk second (bulk).
 	rebulk bulkCursor
+	// cursorsLoaded: the bulk cursors were read from the state file
+	// (bulkcursor.go).
+	cursorsLoaded bool
 }
 
 // bulkCursor is how far keyset paging got in one second, and the

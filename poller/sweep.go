@@ -345,6 +345,7 @@ func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *order.Page) e
 		cur = &s.p.rebulk
 	}
 	after, ref := int64(0), s.ref
+	s.p.loadCursors()
 	if c := *cur; c.at.Equal(lo) && c.after > 0 && (!s.recheck || c.ref.Sub(lo) >= s.need) {
 		after, first, ref = c.after, nil, c.ref
 	}
@@ -361,7 +362,7 @@ func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *order.Page) e
 		*cur = bulkCursor{}
 		s.p.log.Warn("the service ignores the filter orderId=gt: (keyset paging): falling back to offset paging; a bulk second that changes during every rescan waits until it is quiet, the orders after it are read meanwhile",
 			"second", lo.Format(time.RFC3339))
-		if ferr := s.flush(nil); ferr != nil {
+		if ferr := s.flushCursors(); ferr != nil {
 			return ferr
 		}
 		return err
@@ -372,13 +373,19 @@ func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *order.Page) e
 	if done {
 		if cur.at.Equal(lo) {
 			*cur = bulkCursor{}
+			return s.flushCursors()
 		}
 		return nil
 	}
 	if !s.held || s.recheck {
 		// Continued by the next sweep (or recheck) from here; the second
-		// is recorded read only once the cursor gets to its end.
+		// is recorded read only once the cursor gets to its end. The
+		// cursor is saved with the events of the orders it passed
+		// (bulkcursor.go): a restart goes on from it.
 		*cur = bulkCursor{at: lo, after: last, ref: ref}
+		if err := s.flushCursors(); err != nil {
+			return err
+		}
 	}
 	if !s.held {
 		s.p.log.Info("a bulk second is read by keyset over several sweeps: the watermark waits before it, the orders after it are read and published meanwhile",
@@ -800,7 +807,7 @@ func (s *sweep) flush(mark *time.Time) error {
 	}
 	recs, reads := s.withClaim(c.Records)
 	c.Records = recs
-	if len(c.States) == 0 && len(c.Events) == 0 && len(c.Quarantine) == 0 && mark == nil && reads == nil {
+	if len(c.States) == 0 && len(c.Events) == 0 && len(c.Quarantine) == 0 && len(c.Records) == 0 && mark == nil && reads == nil {
 		return nil
 	}
 	// A full outbox, or a state file that cannot be written (disk full,
