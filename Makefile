@@ -94,12 +94,13 @@ busy-day:
 	BUSY_HOURS=24 $(GO) test -run TestBusyHoursFromADrainedBucket -v -timeout 30m ./poller
 
 # The read ledger's randomized simulation in its long mode (poller/readsim_test.go):
-# SIM_HOURS simulated hours of busy shops in seeds of an hour, from seed SIM_FIRST
+# SIM_HOURS simulated hours of busy shops in seeds of SIM_MINUTES, from seed SIM_FIRST
 # (a failing seed prints its replay command).
 SIM_HOURS ?= 1000
 SIM_FIRST ?= 1001
+SIM_MINUTES ?= 60
 sim-reads:
-	$(GO) test -run 'TestReadLedgerSimulation' -v -timeout 0 ./poller -args -sim-hours=$(SIM_HOURS) -sim-first=$(SIM_FIRST) -sim-busy
+	$(GO) test -run 'TestReadLedgerSimulation' -v -timeout 0 ./poller -args -sim-hours=$(SIM_HOURS) -sim-first=$(SIM_FIRST) -sim-minutes=$(SIM_MINUTES) -sim-busy
 
 # Fleet mode at scale (docs/fleet.md "Measured"): 1,000 shops on 3 members in
 # one process, then on 3 processes of the binary, each with a kill of one;

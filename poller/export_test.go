@@ -18,7 +18,8 @@ func (p *Poller) LedgerString() string {
 
 // ClaimedAge is the age at which the read ledger saved in the state file
 // says the stamp x was read completely (ok false: not read, or no
-// ledger); below its floor, every promised age (a day).
+// ledger); below its floor, the floor's age (a day in a record of an
+// earlier version).
 func ClaimedAge(r RecordStore, x time.Time) (age time.Duration, ok bool) {
 	var l ledger
 	if found, err := r.LoadRecord(LedgerRecord, &l); err != nil || !found {
@@ -26,6 +27,9 @@ func ClaimedAge(r RecordStore, x time.Time) (age time.Duration, ok bool) {
 	}
 	x = sec(x)
 	if x.Before(l.Floor) {
+		if l.FloorAge > 0 {
+			return l.FloorAge, true
+		}
 		return 24 * time.Hour, true
 	}
 	for _, s := range l.Spans {
@@ -35,3 +39,6 @@ func ClaimedAge(r RecordStore, x time.Time) (age time.Duration, ok bool) {
 	}
 	return 0, false
 }
+
+// LedgerFloor is the read ledger's floor (tests).
+func (p *Poller) LedgerFloor() time.Time { return p.reads.Floor }

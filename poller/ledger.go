@@ -47,7 +47,12 @@ type ledger struct {
 	// before the first sync's start. Spans lie above it, sorted, disjoint;
 	// what no span covers above it is unread.
 	Floor time.Time `json:"floor"`
-	Spans []span    `json:"spans,omitempty"`
+	// FloorAge is the age every stamp below the floor was read at (each
+	// promised age up to it): a promise widened past it owes the stamps
+	// below the floor that can still get such a change (raise). 0 in a
+	// record of an earlier version: the top age promised when loaded.
+	FloorAge time.Duration `json:"floorAgeNs,omitempty"`
+	Spans    []span        `json:"spans,omitempty"`
 }
 
 // sec truncates to the second (the stamps' resolution), dropping any
@@ -168,6 +173,9 @@ func (l *ledger) compact(levels []time.Duration) {
 		top = levels[len(levels)-1]
 	}
 	for len(l.Spans) > 0 && !l.Spans[0].From.After(l.Floor) && l.Spans[0].Age >= top && top > 0 {
+		if l.Spans[0].To.After(l.Floor) {
+			l.FloorAge = min(l.FloorAge, l.Spans[0].Age)
+		}
 		l.Floor = maxTime(l.Floor, l.Spans[0].To)
 		l.Spans = l.Spans[1:]
 	}
@@ -260,6 +268,9 @@ func (l *ledger) validate(bound time.Time) bool {
 	if b := sec(bound).Add(time.Second); l.Floor.After(b) {
 		l.Floor, cut = b, true
 	}
+	if most := max(bound.Sub(l.Floor), 0); l.FloorAge > most || l.FloorAge < 0 {
+		l.FloorAge, cut = min(max(l.FloorAge, 0), most), true
+	}
 	out := l.Spans[:0]
 	for _, s := range l.Spans {
 		if !s.From.Before(s.To) || s.From.Before(l.Floor) && !s.To.After(l.Floor) || s.Age < 0 {
@@ -289,14 +300,15 @@ func (l *ledger) validate(bound time.Time) bool {
 // age); above it, a widened promise is owed anew (the promise follows the
 // measured late arrivals going forward, and a widening does not send the
 // re-reads back over the history). A narrowing holds everywhere. Never up
-// to or past another age promised (levels: those promised before the
-// change and after it).
-func (l *ledger) relevel(old, new time.Duration, levels []time.Duration, horizon time.Time) {
+// to or past another age promised before the change (before): the
+// changes already visible within that promise (a probe's) were owed a
+// read at it, which the old age's did not make.
+func (l *ledger) relevel(old, new time.Duration, before []time.Duration, horizon time.Time) {
 	if old == new || old <= 0 || new <= 0 {
 		return
 	}
-	for _, p := range levels {
-		if p > old && p != new && new >= p {
+	for _, p := range before {
+		if p > old && p <= new {
 			return
 		}
 	}
@@ -319,6 +331,23 @@ func (l *ledger) relevel(old, new time.Duration, levels []time.Duration, horizon
 		out = appendSpan(out, s)
 	}
 	l.Spans = out
+}
+
+// raise follows a promise widened to top, the greatest age now promised,
+// past the floor's age: below horizon (the watermark minus top) what was
+// read kept the promise in force when it was read (relevel); above it, the
+// stamps below the floor are owed a read at top, as the spans are: the
+// floor moves down to horizon over a span at the age it holds.
+func (l *ledger) raise(top time.Duration, horizon time.Time) {
+	if top <= l.FloorAge {
+		return
+	}
+	horizon = sec(horizon)
+	if l.Floor.After(horizon) {
+		l.Spans = append([]span{{From: horizon, To: l.Floor, Age: l.FloorAge}}, l.Spans...)
+		l.Floor = horizon
+	}
+	l.FloorAge = top
 }
 
 // rewind takes a clock of the service that went back by jump: what was

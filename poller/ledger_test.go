@@ -108,3 +108,51 @@ func TestLedgerRewind(t *testing.T) {
 		t.Errorf("owed after a rewind of 60 s: %v %v; want from below the old floor", from.Sub(lt0), ok)
 	}
 }
+
+// TestRelevelKeepsTheProbesPromise: the overlap widens from 166 s to the
+// probes' age (300 s) while a probe is under way. What the second look
+// read at 166 s below the new horizon was never read at 300 s: a change
+// that became visible 200 s late there is the probes' to find, so the
+// stretch stays owed at 300 s (found by the simulation: seed 1001, the
+// floor moved over it and the change got no event).
+func TestRelevelKeepsTheProbesPromise(t *testing.T) {
+	before := []time.Duration{166 * time.Second, 300 * time.Second}
+	l := ledger{Floor: at(950), FloorAge: 300 * time.Second}
+	l.record(at(950), at(1000), at(1200), before) // read at 166 s and more, not at 300 s
+	// The overlap widens when the watermark is at 1400.
+	l.relevel(166*time.Second, 300*time.Second, before, at(1400-301))
+	l.compact([]time.Duration{300 * time.Second})
+	if from, _, ok := l.owed(300*time.Second, at(1001)); !ok || !from.Equal(at(950)) {
+		t.Errorf("owed at 300 s after the overlap widened to it: %v %v; want from 950 (ledger %+v)", from.Sub(lt0), ok, l)
+	}
+	// With no probes' age between, a widening keeps what was read below
+	// the horizon (no change can become visible within the new overlap).
+	l = ledger{Floor: at(950), FloorAge: 300 * time.Second}
+	l.record(at(950), at(1000), at(1200), before[:1])
+	l.relevel(166*time.Second, 200*time.Second, before[:1], at(1400-201))
+	if from, _, ok := l.owed(200*time.Second, at(1001)); ok {
+		t.Errorf("owed at 200 s below the horizon after a widening with no age between: from %v (ledger %+v)", from.Sub(lt0), l)
+	}
+}
+
+// TestRaisedPromiseOwesBelowTheFloor: the floor moved over what was read
+// at 300 s; the overlap widens to 600 s. The stamps below the floor above
+// the new horizon were never read at 600 s: owed; those below it keep the
+// promise in force when they were read.
+func TestRaisedPromiseOwesBelowTheFloor(t *testing.T) {
+	levels := []time.Duration{10 * time.Second, 300 * time.Second}
+	l := ledger{Floor: at(0), FloorAge: 300 * time.Second}
+	l.record(at(0), at(1000), at(1400), levels) // read at 300 s up to 1100
+	if !l.Floor.Equal(at(1001)) || l.FloorAge != 300*time.Second {
+		t.Fatalf("floor %v at %v; want 1001 at 300 s", l.Floor.Sub(lt0), l.FloorAge)
+	}
+	l.raise(600*time.Second, at(1400-601))
+	l.compact([]time.Duration{600 * time.Second})
+	from, to, ok := l.owed(600*time.Second, at(1000))
+	if !ok || !from.Equal(at(799)) || !to.Equal(at(1000)) {
+		t.Errorf("owed at 600 s: %v..%v %v; want 799..1000 (ledger %+v)", from.Sub(lt0), to.Sub(lt0), ok, l)
+	}
+	if age := l.FloorAge; age != 600*time.Second {
+		t.Errorf("floor age %v; want 600 s", age)
+	}
+}

@@ -290,6 +290,10 @@ type Poller struct {
 	// size, as its envelopes say.
 	reread time.Duration
 	page   int64
+	// pageSpan is the stretch of the timeline that fills a page at the
+	// measured density while the sweeps split (0: none planned): a sweep
+	// whose window is over it by a sliver reads up to it (fits).
+	pageSpan time.Duration
 	// inLook: a second look is under way (its late arrivals were missed
 	// by the split sweeps only, within the overlap).
 	inLook bool
@@ -306,6 +310,9 @@ type Poller struct {
 	probeLevel    time.Duration
 	// rebulk is how far a recheck got in a bulk second (bulk).
 	rebulk bulkCursor
+	// cursorsLoaded: the bulk cursors were read from the state file
+	// (bulkcursor.go).
+	cursorsLoaded bool
 }
 
 // bulkCursor is how far keyset paging got in one second, and the

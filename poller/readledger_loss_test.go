@@ -62,6 +62,14 @@ func TestRestoredReadsFollowTheServiceClock(t *testing.T) {
 // stop.
 func quietRun(t *testing.T, e *env, fail *atomic.Bool, onSweep func(n int, st poller.Stats) bool) {
 	t.Helper()
+	quietRunEvery(t, e, fail, 0, onSweep)
+}
+
+// quietRunEvery is quietRun with sweeps every interval (0: the derived
+// pace, 2.08 s): a test of the probes' backoff over most of an hour of
+// the service's time needs no sweep more often than every 10 s.
+func quietRunEvery(t *testing.T, e *env, fail *atomic.Bool, interval time.Duration, onSweep func(n int, st poller.Stats) bool) {
+	t.Helper()
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if fail.Load() && searchBelow(r, e.clk.Now().Add(-8*time.Second)) {
 			serverError(w)
@@ -78,7 +86,7 @@ func quietRun(t *testing.T, e *env, fail *atomic.Bool, onSweep func(n int, st po
 	n := 0
 	next := e.clk.Now()
 	err := e.poll.Run(ctx, poller.RunConfig{
-		CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls,
+		CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls, Interval: interval,
 		OnSweep: func(st poller.Stats, _ error) {
 			n++
 			// A change every 10 s: the stamps keep the watermark close
@@ -123,7 +131,11 @@ func TestProbesLeaveNoHole(t *testing.T) {
 		lastEnd time.Time
 	)
 	at := t0.Add(5 * time.Second)
-	quietRun(t, e, &fail, func(n int, st poller.Stats) bool {
+	// Sweeps every 10 s: the first probe's dense past takes longer (about
+	// 7 minutes instead of 4), and the stretch between the windows of the
+	// first and second probe that the hole was holds the change all the
+	// same.
+	quietRunEvery(t, e, &fail, 10*time.Second, func(n int, st poller.Stats) bool {
 		if n == 1 {
 			last = st.Timings.LastProbe // the record's
 		}

@@ -67,7 +67,12 @@ func (p *Poller) loadReads(meta state.Meta) {
 	if !found {
 		l = p.legacyReads(meta.Watermark, bound)
 	}
-	l.compact(p.levels())
+	lv := p.levels()
+	if l.FloorAge == 0 {
+		l.FloorAge = lv[len(lv)-1] // an earlier version's: as it was meant
+	}
+	l.raise(lv[len(lv)-1], meta.Watermark.Add(-lv[len(lv)-1]-time.Second))
+	l.compact(lv)
 	p.reads = l
 }
 
@@ -108,7 +113,7 @@ func (s *sweep) withClaim(recs []state.Record) ([]state.Record, *ledger) {
 
 // clone copies the ledger.
 func (l *ledger) clone() ledger {
-	return ledger{Floor: l.Floor, Spans: slices.Clone(l.Spans)}
+	return ledger{Floor: l.Floor, FloorAge: l.FloorAge, Spans: slices.Clone(l.Spans)}
 }
 
 // rewound takes a watermark rewound by a clock: what was read before was
@@ -192,8 +197,12 @@ func (p *Poller) setTimings(settle, overlap time.Duration, probing bool, reread 
 	if !watermark.IsZero() {
 		horizon = watermark.Add(-overlap - time.Second)
 	}
-	p.reads.relevel(was, overlap, append(before, p.levels()...), horizon)
-	p.reads.compact(p.levels())
+	now := p.levels()
+	p.reads.relevel(was, overlap, before, horizon)
+	if top := now[len(now)-1]; p.readsLoaded && !watermark.IsZero() {
+		p.reads.raise(top, watermark.Add(-top-time.Second))
+	}
+	p.reads.compact(now)
 	p.reread = reread
 }
 

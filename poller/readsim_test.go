@@ -18,6 +18,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/poller"
+	"github.com/orderwatch/orderwatch/state"
 )
 
 // The proof of the read ledger: a seeded randomized simulation on the fake
@@ -87,6 +88,13 @@ type readSim struct {
 	e     *env
 	ahead atomic.Int64 // the service's clock minus the local one
 	busy  bool
+	// calm: restarts (between two sweeps, inside a read, for a clock
+	// step) are rare: a restarted process's first sweeps read the whole
+	// overlap, and would find what a long-running one owes.
+	calm bool
+	// busyFrom: a busy shop is quiet until then (its probes done, the
+	// ledger's floor close below the watermark when it turns busy).
+	busyFrom time.Time
 
 	// proxy faults: failOld fails searches below the sweeps' window (second
 	// looks, probes) with this chance; cancelOld cancels Run inside one.
@@ -100,6 +108,12 @@ type readSim struct {
 	changes      map[int64]visible // every order added, with when it became visible
 	lastAdd      time.Time         // service time
 	restarts     int
+
+	// Takeovers (readsim_takeover_test.go): the events in the stream by
+	// id (their order), the group's last checkpoints.
+	published map[string]int64
+	ckpts     []state.Checkpoint
+	takeovers int
 }
 
 // visible is when an order became visible: the watermark then (zero:
@@ -116,8 +130,12 @@ func (s *readSim) now() time.Time { return s.e.clk.Now().Add(time.Duration(s.ahe
 // the shop was busy.
 func runReadSim(t *testing.T, seed uint64, minutes int) bool {
 	rnd := rand.New(rand.NewPCG(seed, 32))
-	s := &readSim{t: t, rnd: rnd, busy: rnd.IntN(2) == 0 || *simBusy, changes: map[int64]visible{}}
+	s := &readSim{t: t, rnd: rnd, busy: rnd.IntN(2) == 0 || *simBusy, changes: map[int64]visible{}, published: map[string]int64{}}
 	s.ahead.Store(int64(time.Duration(rnd.IntN(31)-15) * time.Minute))
+	s.calm = rnd.IntN(2) == 0
+	if rnd.IntN(2) == 0 {
+		s.busyFrom = t0.Add(time.Duration(rnd.IntN(minutes/2+1)) * time.Minute)
+	}
 	clk := &clock{t: t0}
 	e := newEnvAhead(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}, Seed: int64(seed)}, poller.Config{}, 0)
 	s.e = e
@@ -133,7 +151,7 @@ func runReadSim(t *testing.T, seed uint64, minutes int) bool {
 	s.lastAdd = s.now()
 	end := clk.Now().Add(time.Duration(minutes) * time.Minute)
 	quietUntil := end.Add(-3 * time.Minute) // no faults, no late changes: what is owed is read
-	t.Logf("seed %d: busy %v, service clock ahead by %v, %d minutes", seed, s.busy, time.Duration(s.ahead.Load()), minutes)
+	t.Logf("seed %d: busy %v, calm %v, service clock ahead by %v, %d minutes", seed, s.busy, s.calm, time.Duration(s.ahead.Load()), minutes)
 	for clk.Now().Before(end) {
 		s.process(end, quietUntil)
 	}
@@ -188,6 +206,7 @@ func (s *readSim) process(end, quietUntil time.Time) {
 				t.Logf("sweep at %s: wm %s lo %s hi %s look %v probe %v overlap %v: %s", e.clk.Now().Format(time.TimeOnly), st.Watermark.UTC().Format(time.TimeOnly),
 					st.Lo.UTC().Format(time.TimeOnly), st.Hi.UTC().Format(time.TimeOnly), st.SecondLook, st.Probe, st.Timings.Overlap, e.poll.LedgerString())
 			}
+			s.publish()
 			s.afterSweep(st, quietUntil, cancel)
 		},
 	})
@@ -195,6 +214,9 @@ func (s *readSim) process(end, quietUntil time.Time) {
 		t.Fatal(err)
 	}
 	s.restarts++
+	if e.clk.Now().Before(end) && s.rnd.IntN(2) == 0 {
+		s.takeOver() // another replica goes on, from the group's checkpoint
+	}
 	if s.step != 0 {
 		e.clk.Advance(s.step)
 		s.ahead.Add(-int64(s.step))
@@ -209,7 +231,7 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 	quiet := !e.clk.Now().Before(quietUntil)
 	until := s.now().Add(st.NextGap)
 	rate := 0.2
-	if s.busy {
+	if s.busy && !e.clk.Now().Before(s.busyFrom) {
 		rate = 20
 	}
 	if n := int(until.Sub(s.lastAdd).Seconds() * rate); n > 0 {
@@ -230,6 +252,12 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 		if rnd.IntN(3) == 0 {
 			late = time.Duration(rnd.Int64N(int64(5*time.Minute))) + time.Second // for the probes
 		}
+		if f := st.Watermark.Sub(e.poll.LedgerFloor()); rnd.IntN(4) == 0 && f > 0 && f+30*time.Second <= st.Timings.Overlap {
+			// Just below the ledger's floor, within the overlap: the floor
+			// claims every promised age below it (one widened since it
+			// moved included).
+			late = f + time.Duration(rnd.IntN(30)+1)*time.Second
+		}
 		k := 1
 		if rnd.IntN(40) == 0 {
 			k = 1000 + rnd.IntN(9001) // a bulk second
@@ -241,7 +269,11 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 	}
 	// Faults of the next moments.
 	s.failOld.Store(int64([]int{0, 0, 0, 100, 500, 1000}[rnd.IntN(6)]))
-	s.cancelOld.Store(rnd.IntN(60) == 0) // a restart inside a second look or a probe
+	rare := 1
+	if s.calm {
+		rare = 20
+	}
+	s.cancelOld.Store(rnd.IntN(60*rare) == 0) // a restart inside a second look or a probe
 	if rnd.IntN(400) == 0 && *simServiceSteps {
 		// The service's clock steps back: its new changes are stamped
 		// below the watermark (the sweep finds them and rewinds).
@@ -251,7 +283,7 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 		s.serviceSteps++
 		s.t.Logf("the service's clock steps back by %v at %v (service %v), watermark %v", d, e.clk.Now().Sub(t0), s.now().Sub(t0), st.Watermark.Sub(t0))
 	}
-	if rnd.IntN(150) == 0 {
+	if rnd.IntN(150*rare) == 0 {
 		// The local clock steps, ahead or back, while no process runs
 		// (within one the durations are on the monotonic clock): the
 		// next process starts on it; the service's clock does not move.
@@ -259,7 +291,7 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 		s.step = d
 		cancel()
 	}
-	if rnd.IntN(80) == 0 {
+	if rnd.IntN(80*rare) == 0 {
 		cancel() // a restart between two sweeps
 	}
 }
@@ -267,10 +299,7 @@ func (s *readSim) afterSweep(st poller.Stats, quietUntil time.Time, cancel conte
 // judge checks the simulator's truth against the events and the ledger.
 func (s *readSim) judge() {
 	t, e := s.t, s.e
-	count := map[int64]int{}
-	for _, ev := range e.events() {
-		count[ev.Data.OrderID]++
-	}
+	count := s.eventsByOrder()
 	meta, err := e.store.Meta()
 	if err != nil {
 		t.Fatal(err)
@@ -310,7 +339,7 @@ func (s *readSim) judge() {
 			t.Fatalf("stopping after %d failures", bad)
 		}
 	}
-	t.Logf("%d changes (%d late), %d still owed a read at their age, %d restarts, the service's clock stepped back %d times", len(s.changes), late, owed, s.restarts, s.serviceSteps)
+	t.Logf("%d changes (%d late), %d still owed a read at their age, %d restarts (%d takeovers), the service's clock stepped back %d times", len(s.changes), late, owed, s.restarts, s.takeovers, s.serviceSteps)
 }
 
 // TestReadLedgerCosts measures (READS_COST=1, a few minutes) what the
@@ -342,18 +371,12 @@ func TestReadLedgerCosts(t *testing.T) {
 				calls, looks, nslices int
 				probes                int
 				lastProbe             time.Time
+				owed                  time.Duration
 			)
 			err := e.poll.Run(ctx, poller.RunConfig{
 				CallShare: 0.25, Throttle: e.client.Throttle, Timings: tm, Calls: e.client.Calls,
 				OnSweep: func(st poller.Stats, _ error) {
-					until := st.Start.Add(st.NextGap)
-					if n := int(until.Sub(last).Seconds() * rate); n > 0 {
-						for i := range n {
-							at := last.Add(time.Duration(i+1) * until.Sub(last) / time.Duration(n))
-							e.sim.AddOrder(plentysim.Order{CreatedAt: at, UpdatedAt: at})
-						}
-						last = until
-					}
+					last = addEvenly(e.sim, last, st.Start.Add(st.NextGap), rate)
 					if st.Start.Before(from) {
 						prev, lastProbe = st.Start, st.Timings.LastProbe
 						return
@@ -361,6 +384,7 @@ func TestReadLedgerCosts(t *testing.T) {
 					gaps = append(gaps, st.Start.Sub(prev))
 					prev = st.Start
 					calls += st.Charged
+					owed = max(owed, st.ReadOwed)
 					if st.SecondLook {
 						looks++
 					}
@@ -391,9 +415,9 @@ func TestReadLedgerCosts(t *testing.T) {
 			if probes > 0 {
 				perProbe = float64(nslices) / float64(probes)
 			}
-			t.Logf("%g changes/s, %d h: %d sweeps, mean spacing %.2f s, p99 %.2f s, max %.2f s; %d calls = %.0f a day; %d second looks; %d probes ended, %d probe slices (%.1f a probe)",
-				rate, hours, len(slices2), (sum / time.Duration(len(slices2))).Seconds(), slices2[len(slices2)*99/100].Seconds(), slices2[len(slices2)-1].Seconds(),
-				calls, float64(calls)/span*86400, looks, probes, nslices, perProbe)
+			t.Logf("%g changes/s, %d h: %d sweeps, mean spacing %.2f s, p50 %.2f s, p90 %.2f s, p99 %.2f s, max %.2f s; %d calls = %.0f a day; %d second looks; %d probes ended, %d probe slices (%.1f a probe); read owed at most %v",
+				rate, hours, len(slices2), (sum / time.Duration(len(slices2))).Seconds(), slices2[len(slices2)/2].Seconds(), slices2[len(slices2)*9/10].Seconds(), slices2[len(slices2)*99/100].Seconds(), slices2[len(slices2)-1].Seconds(),
+				calls, float64(calls)/span*86400, looks, probes, nslices, perProbe, owed)
 		})
 	}
 }

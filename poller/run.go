@@ -82,11 +82,11 @@ type runner struct {
 	// the sweep or read under way was charged call by call (onCall).
 	seen       int64
 	progressed int
-	// opStart: the sweep under way began (opStartPrev: the one before);
-	// the budget is saved at most every second or saveEvery calls.
-	opStart, opStartPrev, lastSave time.Time
-	unsaved                        int
-	watermark                      time.Time // after the last sweep
+	// opStart: the sweep under way began; the budget is saved at most
+	// every second or saveEvery calls.
+	opStart, lastSave time.Time
+	unsaved           int
+	watermark         time.Time // after the last sweep
 }
 
 // saveEvery is how many calls of a sweep at most go out between two saves
@@ -200,12 +200,13 @@ func (r *runner) prepare() {
 	rate, _ := rc.Budget.Rate()
 	reread := r.sch.look.reread(overlap, settle, rc.Interval, rate, rc.Timings.InForce().OverlapSource != SourceExplicit)
 	p.setTimings(settle, overlap, rc.Timings.Probing(), reread, r.watermark)
+	p.pageSpan = r.sch.look.pageSpan()
 }
 
 // sweep runs one sweep and charges it.
 func (r *runner) sweep() (Stats, error) {
 	p := r.p
-	r.opStartPrev, r.opStart = r.opStart, p.cfg.Now()
+	r.opStart = p.cfg.Now()
 	st, err := p.Sweep(r.ctx)
 	r.watermark = st.Watermark
 	in, rest := r.charged(st.Calls)
@@ -256,7 +257,7 @@ func (r *runner) after(st *Stats, err error) (stop bool) {
 	if err != nil {
 		return false
 	}
-	if rd, ok := r.sch.secondLook(p.ledger(), st.Watermark, p.cfg.Overlap, st.Start.Sub(r.opStartPrev)); ok {
+	if rd, ok := r.sch.secondLook(p.ledger(), st.Watermark, p.cfg.Overlap); ok {
 		if r.secondLook(st, rd) {
 			return true
 		}
@@ -294,7 +295,7 @@ func (r *runner) secondLook(st *Stats, rd read) (stop bool) {
 func (r *runner) probe(st *Stats) (stop bool) {
 	p, tm := r.p, r.rc.Timings
 	pace, _ := r.rc.Budget.Pace(r.rc.Interval)
-	rd, run, done := r.sch.probeSlice(p.ledger(), p.probeLevel, slack(r.throttle(), pace), p.cfg.Now())
+	rd, run, done := r.sch.probeSlice(p.ledger(), p.probeLevel, slack(r.throttle(), pace), probePace(r.sch.look), p.cfg.Now())
 	if done {
 		r.sch.probe.on = false
 		tm.Observe(p.cfg.Now(), nil, p.cfg.Settle, p.cfg.Overlap, true)

@@ -25,6 +25,30 @@ type probe struct {
 	to      time.Time
 	width   time.Duration // of its last slice, carried to the next
 	started time.Time     // local clock
+	slices  int           // read so far
+}
+
+// A probe's slices are paced (probePace): probeSpeed times the rate at
+// which the timeline it reads fills pages, so that a busy shop's probe
+// takes calls at an even rate over about two thirds of its window's time
+// instead of one after every sweep (which doubled the sweeps' gap while
+// it ran and left them short of a page after it); never slower than a
+// slice every probeSliceGap.
+const (
+	probeSpeed    = 1.5
+	probeSliceGap = 30 * time.Second
+)
+
+// probePace is the probe's slices a second while the sweeps split (l: a
+// busy shop, whose sweeps are near a page) at the density measured (0:
+// unpaced: a slice after every sweep, as in a quiet shop, whose one-call
+// sweeps are far from a page, and a dense past is read at once).
+func probePace(l secondLook) float64 {
+	density, page := l.density, l.page
+	if !l.split || density <= 0 || page <= 0 {
+		return 0
+	}
+	return max(probeSpeed*density/(pageFill*float64(page)), 1/probeSliceGap.Seconds())
 }
 
 // read is one re-read the loop makes: the window [from, to] (both ends
@@ -57,14 +81,20 @@ func lookHorizon(watermark time.Time, overlap time.Duration, split bool) time.Ti
 // lowest owed stretch at the overlap's age below lookHorizon, when it is
 // due (secondLook.due). reads is nil before the ledger is loaded (a first
 // sync).
-func (s *scheduler) secondLook(reads *ledger, watermark time.Time, overlap, gap time.Duration) (read, bool) {
+func (s *scheduler) secondLook(reads *ledger, watermark time.Time, overlap time.Duration) (read, bool) {
 	if reads == nil || watermark.IsZero() {
 		return read{}, false
 	}
 	horizon := lookHorizon(watermark, overlap, s.look.split)
 	from, to, ok := reads.window(overlap, horizon)
-	if !ok || !s.look.due(from, horizon, gap) {
+	if !ok || !s.look.due(from, horizon) {
 		return read{}, false
+	}
+	if span := s.look.pageSpan(); span > 0 && to.Sub(from) >= span && to.Sub(from) < 2*span {
+		// A page's worth; the rest stays owed. Two pages' worth or more
+		// (the look trails: a density over a page a sweep) is read as it
+		// is, two calls at most, so that the look keeps up.
+		to = from.Add(span - time.Second)
 	}
 	return read{from: from, to: to, maxCalls: 2, need: overlap}, true
 }
@@ -80,10 +110,11 @@ func (s *scheduler) startProbe(loaded bool, watermark time.Time, level time.Dura
 }
 
 // probeSlice says whether the probe under way reads a slice now, and
-// which: one slice after each sweep, where the short period leaves room
+// which: one slice after a sweep, at most pace slices a second since it
+// started (0: one after each sweep), where the short period leaves room
 // for a call besides the sweeps' (room), or once the probe has waited
 // probeEvery for it. done says nothing is owed up to its end: it ended.
-func (s *scheduler) probeSlice(reads *ledger, level time.Duration, room bool, now time.Time) (r read, run, done bool) {
+func (s *scheduler) probeSlice(reads *ledger, level time.Duration, room bool, pace float64, now time.Time) (r read, run, done bool) {
 	if !s.probe.on || reads == nil || (!room && now.Sub(s.probe.started) < probeEvery) {
 		return read{}, false, false
 	}
@@ -91,6 +122,10 @@ func (s *scheduler) probeSlice(reads *ledger, level time.Duration, room bool, no
 	if !ok {
 		return read{}, false, true
 	}
+	if pace > 0 && float64(s.probe.slices) >= 1+now.Sub(s.probe.started).Seconds()*pace {
+		return read{}, false, false
+	}
+	s.probe.slices++
 	return read{from: from, to: to, maxCalls: 1, need: level, width: &s.probe.width}, true, false
 }
 

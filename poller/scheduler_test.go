@@ -25,20 +25,21 @@ func TestSchedulerSecondLook(t *testing.T) {
 		reads    *ledger
 		look     secondLook
 		wm       int
-		gap      time.Duration
 		ok       bool
 		from, to int
 	}{
-		{"first sync: no ledger", nil, secondLook{split: true}, 40, 2 * time.Second, false, 0, 0},
-		{"split, a few seconds owed, sparse: waits", split(), secondLook{split: true, density: 1, page: 250}, 20, 2 * time.Second, false, 0, 0},
-		{"split, most of a page owed: reads", split(), secondLook{split: true, density: 20, page: 250}, 25, 2 * time.Second, true, 0, 14},
-		{"split, secondLookMax owed: reads", split(), secondLook{split: true, density: 1, page: 250}, 40, 2 * time.Second, true, 0, 29},
-		{"whole overlap: only below the sweeps' reach", split(), secondLook{density: 1, page: 250}, 40, 2 * time.Second, false, 0, 0},
+		{"first sync: no ledger", nil, secondLook{split: true}, 40, false, 0, 0},
+		{"split, a few seconds owed, sparse: waits", split(), secondLook{split: true, density: 1, page: 250}, 20, false, 0, 0},
+		{"split, most of a page owed: waits", split(), secondLook{split: true, density: 20, page: 250}, 20, false, 0, 0},
+		{"split, over a page owed: reads a page's worth", split(), secondLook{split: true, density: 20, page: 250}, 25, true, 0, 10},
+		{"split, secondLookMax owed: reads", split(), secondLook{split: true, density: 1, page: 250}, 40, true, 0, 29},
+		{"split, two pages' worth owed (the look trails): reads it all", split(), secondLook{split: true, density: 20, page: 250}, 33, true, 0, 22},
+		{"whole overlap: only below the sweeps' reach", split(), secondLook{density: 1, page: 250}, 40, false, 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := scheduler{look: c.look}
-			rd, ok := s.secondLook(c.reads, at(c.wm), ov, c.gap)
+			rd, ok := s.secondLook(c.reads, at(c.wm), ov)
 			if ok != c.ok || ok && (!rd.from.Equal(at(c.from)) || !rd.to.Equal(at(c.to))) {
 				t.Errorf("secondLook = %v..%v %v; want %d..%d %v", rd.from.Sub(lt0), rd.to.Sub(lt0), ok, c.from, c.to, c.ok)
 			}
@@ -72,14 +73,14 @@ func TestSchedulerProbe(t *testing.T) {
 	if !s.probe.on || !s.probe.to.Equal(at(1000-301)) {
 		t.Fatalf("probe %+v; want on, up to the watermark minus 5 min and a second", s.probe)
 	}
-	if _, run, _ := s.probeSlice(l, probeLate, false, now.Add(time.Minute)); run {
+	if _, run, _ := s.probeSlice(l, probeLate, false, 0, now.Add(time.Minute)); run {
 		t.Fatal("a slice read without room before probeEvery passed")
 	}
-	rd, run, done := s.probeSlice(l, probeLate, true, now)
+	rd, run, done := s.probeSlice(l, probeLate, true, 0, now)
 	if !run || done || !rd.from.Equal(at(0)) || !rd.to.Equal(at(699)) || rd.maxCalls != 1 || rd.width == nil {
 		t.Fatalf("slice %+v run %v done %v; want 0..699, one call, its width carried", rd, run, done)
 	}
-	if _, run, _ := s.probeSlice(l, probeLate, false, now.Add(probeEvery)); !run {
+	if _, run, _ := s.probeSlice(l, probeLate, false, 0, now.Add(probeEvery)); !run {
 		t.Fatal("no slice after probeEvery without room")
 	}
 	if !s.probeRead(l, probeLate, errors.New("5xx")) || s.probe.on {
@@ -97,7 +98,7 @@ func TestSchedulerProbe(t *testing.T) {
 	if !s.probeRead(l, probeLate, nil) || s.probe.on {
 		t.Fatal("the probe did not end with its window read")
 	}
-	if _, _, done := s.probeSlice(l, probeLate, true, now); done {
+	if _, _, done := s.probeSlice(l, probeLate, true, 0, now); done {
 		t.Fatal("a probe that is not on reports done")
 	}
 }

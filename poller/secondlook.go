@@ -94,17 +94,27 @@ func (l *secondLook) swept(st Stats, err error, overlap time.Duration, page int6
 }
 
 // due says whether to read now what is owed from from up to horizon (the
-// watermark minus the overlap): when one more gap would take it past
-// lookMost of a page by the density measured, or the oldest owed stamp
-// has waited secondLookMax, or the sweeps no longer split (what is left is
-// read at once).
-func (l *secondLook) due(from, horizon time.Time, gap time.Duration) bool {
+// watermark minus the overlap): once it holds lookFill of a page by the
+// density measured (it reads a page's worth, pageSpan, in one call), or
+// the oldest owed stamp has waited secondLookMax, or the sweeps no longer
+// split (what is left is read at once).
+func (l *secondLook) due(from, horizon time.Time) bool {
 	span := horizon.Add(time.Second).Sub(from)
 	if span < time.Second {
 		return false
 	}
-	full := l.page > 0 && l.density*(span+gap).Seconds() >= lookMost*float64(l.page)
+	full := l.page > 0 && l.density*span.Seconds() >= lookFill*float64(l.page)
 	return !l.split || span >= secondLookMax || full
+}
+
+// pageSpan is the stretch of the timeline that fills pageFill of a page
+// at the density measured, while the sweeps split (0: none: the sweeps
+// read the whole overlap, or nothing is measured yet).
+func (l *secondLook) pageSpan() time.Duration {
+	if !l.split || l.density <= 0 || l.page <= 0 {
+		return 0
+	}
+	return max(time.Duration(pageFill*float64(l.page)/l.density*float64(time.Second)).Truncate(time.Second), time.Second)
 }
 
 // splitPays says whether sweeps reading fresh below the watermark plus a

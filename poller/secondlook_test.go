@@ -70,13 +70,13 @@ func TestSecondLookBookkeeping(t *testing.T) {
 		t.Fatalf("busy: the next sweep reads %v (split %v); want %v", got, l.split, freshOverlap)
 	}
 	from := t0.Add(-ov)
-	if l.due(from, from.Add(2*time.Second), 2500*time.Millisecond) {
+	if l.due(from, from.Add(2*time.Second)) {
 		t.Fatal("second look due for 3 s (60 orders)")
 	}
-	if !l.due(from, from.Add(11*time.Second), 2500*time.Millisecond) {
+	if !l.due(from, from.Add(11*time.Second)) {
 		t.Fatal("second look not due for 12 s (240 orders, most of a page)")
 	}
-	if !l.due(from, from.Add(secondLookMax), 0) {
+	if !l.due(from, from.Add(secondLookMax)) {
 		t.Fatal("second look not due at secondLookMax")
 	}
 	// A failed sweep measures nothing.
@@ -89,7 +89,7 @@ func TestSecondLookBookkeeping(t *testing.T) {
 	if got := l.reread(ov, 2*time.Second, 0, 0.48, true); got != ov || l.split {
 		t.Fatalf("quiet: reads %v split %v; want the overlap", got, l.split)
 	}
-	if !l.due(from, from.Add(time.Second), 2500*time.Millisecond) {
+	if !l.due(from, from.Add(time.Second)) {
 		t.Fatal("not split: what is owed is not due at once")
 	}
 }

@@ -92,6 +92,9 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 			hi = p.window(date)
 		}
 	}
+	if meta.BaselineDone && st.Rewound.IsZero() {
+		hi = p.fits(lo, hi, meta.Watermark)
+	}
 	st.Lo, st.Hi, st.Watermark = lo, hi, meta.Watermark
 	st.Baseline = lo.Before(meta.Baseline) && !meta.BaselineDone
 	defer func() {
@@ -111,6 +114,27 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	}
 	sw.lo, sw.hi, sw.pos = lo, hi, lo
 	return st, sw.run(ctx, lo, hi)
+}
+
+// fits is where a sweep of [lo, hi] from the watermark ends: at hi, or,
+// when the window is over a page's worth at the measured density by a
+// sliver (half a page or less: not a catch-up), where a page's worth
+// ends, so that the sweep takes one call rather than a second one for the
+// sliver; the next sweep reads it. A sweep that costs two calls paces the
+// next ones twice as far apart, whose windows then fill two pages: a busy
+// shop stays there at the same calls (docs/benchmarks.md, the read
+// ledger). Never at or below the watermark.
+func (p *Poller) fits(lo, hi, watermark time.Time) time.Time {
+	s := p.pageSpan
+	if s <= 0 || hi.Sub(lo) < s || hi.Sub(lo) > s*3/2 {
+		return hi
+	}
+	// The density is measured over hi - lo, one second short of what a
+	// window reads (both ends' seconds): lo + s holds about a page's fill.
+	if end := lo.Add(s).Truncate(time.Second); end.After(watermark) {
+		return end
+	}
+	return hi
 }
 
 // serverNow estimates the service's clock. Before the first response of the
@@ -321,6 +345,7 @@ func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *order.Page) e
 		cur = &s.p.rebulk
 	}
 	after, ref := int64(0), s.ref
+	s.p.loadCursors()
 	if c := *cur; c.at.Equal(lo) && c.after > 0 && (!s.recheck || c.ref.Sub(lo) >= s.need) {
 		after, first, ref = c.after, nil, c.ref
 	}
@@ -337,7 +362,7 @@ func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *order.Page) e
 		*cur = bulkCursor{}
 		s.p.log.Warn("the service ignores the filter orderId=gt: (keyset paging): falling back to offset paging; a bulk second that changes during every rescan waits until it is quiet, the orders after it are read meanwhile",
 			"second", lo.Format(time.RFC3339))
-		if ferr := s.flush(nil); ferr != nil {
+		if ferr := s.flushCursors(); ferr != nil {
 			return ferr
 		}
 		return err
@@ -348,13 +373,19 @@ func (s *sweep) bulk(ctx context.Context, lo, hi time.Time, first *order.Page) e
 	if done {
 		if cur.at.Equal(lo) {
 			*cur = bulkCursor{}
+			return s.flushCursors()
 		}
 		return nil
 	}
 	if !s.held || s.recheck {
 		// Continued by the next sweep (or recheck) from here; the second
-		// is recorded read only once the cursor gets to its end.
+		// is recorded read only once the cursor gets to its end. The
+		// cursor is saved with the events of the orders it passed
+		// (bulkcursor.go): a restart goes on from it.
 		*cur = bulkCursor{at: lo, after: last, ref: ref}
+		if err := s.flushCursors(); err != nil {
+			return err
+		}
 	}
 	if !s.held {
 		s.p.log.Info("a bulk second is read by keyset over several sweeps: the watermark waits before it, the orders after it are read and published meanwhile",
@@ -776,7 +807,7 @@ func (s *sweep) flush(mark *time.Time) error {
 	}
 	recs, reads := s.withClaim(c.Records)
 	c.Records = recs
-	if len(c.States) == 0 && len(c.Events) == 0 && len(c.Quarantine) == 0 && mark == nil && reads == nil {
+	if len(c.States) == 0 && len(c.Events) == 0 && len(c.Quarantine) == 0 && len(c.Records) == 0 && mark == nil && reads == nil {
 		return nil
 	}
 	// A full outbox, or a state file that cannot be written (disk full,
