@@ -115,6 +115,8 @@ type chaosWorld struct {
 	limits  []limitsRev
 	next429 *announced // armed: the next search is answered 429
 	faults  map[string]int
+	// quiet: the replicas' NATS operations never fail (focused tests).
+	quiet bool
 }
 
 type chaosCall struct {
@@ -452,6 +454,7 @@ func (w *chaosWorld) start(name string, seed uint64) *chaosMember {
 		t.Fatal(err)
 	}
 	kvs := &chaosKVs{rng: rand.New(rand.NewPCG(seed, 7))}
+	kvs.off.Store(w.quiet)
 	b.Lease, b.Checkpoints = kvs.wrap(b.Lease), kvs.wrap(b.Checkpoints)
 	m := &chaosMember{kv: kvs, nc: nc, done: make(chan struct{}), logs: &e2e.LockedBuffer{}}
 	cfg := &wiring.Config{
