@@ -54,6 +54,10 @@ import (
 //     events bring every order to its state at the shop, and no change
 //     (an order's event type at one updatedAt) has two events.
 //
+// The faults start once the group's checkpoint says its first sync is
+// done, or, for every third seed (every seed with -chaos-first-sync), at
+// once: inside the first sync.
+//
 // Default: one seed (time-based, printed) for 8 s of faults. -chaos-long
 // runs -chaos-seeds seeds for 40 s (-chaos-for) each (make chaos-long). A failing seed prints the command that replays it.
 
@@ -63,10 +67,10 @@ var (
 	chaosSeeds = flag.Int("chaos-seeds", 20, "seeds run by -chaos-long")
 	chaosFor   = flag.Duration("chaos-for", 0, "faults per seed (0: 8 s, 40 s under -chaos-long)")
 	// chaosFirstSync starts the faults at once, inside the group's first
-	// sync: a takeover there loses changes (issue 33 review: the successor
-	// syncs again from a checkpoint without the baseline and takes what
-	// the first active had not published for the initial state).
-	chaosFirstSync = flag.Bool("chaos-first-sync", false, "TestTakeoverChaos: faults from the start, inside the first sync (loses changes: a known defect)")
+	// sync, for every seed (without it: every third seed, firstSyncSeed).
+	// A takeover there must sync again with the first active's baseline,
+	// which reached the group before the first sync read (issue 33).
+	chaosFirstSync = flag.Bool("chaos-first-sync", false, "TestTakeoverChaos: faults from the start, inside the first sync, for every seed (else every third seed)")
 )
 
 func TestTakeoverChaos(t *testing.T) {
@@ -86,7 +90,11 @@ func TestTakeoverChaos(t *testing.T) {
 		ok := t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
-					t.Logf("replay: go test -race -run 'TestTakeoverChaos' ./replica -args -chaos-seed=%d -chaos-for=%v", s, dur)
+					first := ""
+					if *chaosFirstSync {
+						first = " -chaos-first-sync"
+					}
+					t.Logf("replay: go test -race -run 'TestTakeoverChaos' ./replica -args -chaos-seed=%d -chaos-for=%v%s", s, dur, first)
 				}
 			}()
 			total += runChaos(t, s, dur)
@@ -183,7 +191,9 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 		reps[n] = w.start(n, seed+uint64(i)+1)
 	}
 	testnats.WaitFor(t, "an active replica", 20*time.Second, func() bool { return w.active(reps) != "" })
-	if !*chaosFirstSync {
+	if firstSync := firstSyncSeed(seed); firstSync {
+		t.Logf("faults from the start, inside the group's first sync")
+	} else {
 		for _, m := range reps {
 			m.kv.pause(true)
 		}
@@ -248,6 +258,11 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 	time.Sleep(200 * time.Millisecond) // the watchers' last entries
 	return w.judge()
 }
+
+// firstSyncSeed says whether the seed's faults start at once, inside the
+// group's first sync (every third seed; all with -chaos-first-sync); else
+// they start once the group's checkpoint says the first sync is done.
+func firstSyncSeed(seed uint64) bool { return *chaosFirstSync || seed%3 == 0 }
 
 // note counts a fault of the scheduler's.
 func (w *chaosWorld) note(kind string) {
