@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,6 +126,10 @@ type chaosWorld struct {
 	faults  map[string]int
 	// quiet: the replicas' NATS operations never fail (focused tests).
 	quiet bool
+	// baselines are the baselines the group's checkpoints carried, in
+	// order, each once: one at most (a successor syncs with the first
+	// active's baseline, which reached the group before the sync read).
+	baselines []time.Time
 }
 
 type chaosCall struct {
@@ -168,6 +173,19 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 		}
 		if n := len(w.tenures); n == 0 || w.tenures[n-1].holder != v.Instance {
 			w.tenures = append(w.tenures, tenure{e.Created(), v.Instance})
+		}
+	})
+	go w.watch("_checkpoint", w.g.key, func(e jetstream.KeyValueEntry) {
+		var cp struct {
+			State struct {
+				Baseline time.Time `json:"baseline"`
+			} `json:"state"`
+		}
+		if json.Unmarshal(e.Value(), &cp) != nil || cp.State.Baseline.IsZero() {
+			return
+		}
+		if n := len(w.baselines); n == 0 || !w.baselines[n-1].Equal(cp.State.Baseline) {
+			w.baselines = append(w.baselines, cp.State.Baseline)
 		}
 	})
 	go w.watch("_checkpoint", w.g.key+".limits", func(e jetstream.KeyValueEntry) {
@@ -649,7 +667,7 @@ func (w *chaosWorld) judgeEvents(final bool) (lost []string) {
 	}
 	type st struct{ status, lock string }
 	fold := map[int64]st{}
-	for id, o := range w.initial {
+	for id, o := range w.atBaseline() {
 		fold[id] = st{order.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
 	}
 	seen := map[string]int{}
@@ -679,6 +697,11 @@ func (w *chaosWorld) judgeEvents(final bool) (lost []string) {
 	if !final {
 		return lost
 	}
+	w.mu.Lock()
+	if len(w.baselines) > 1 {
+		t.Errorf("the group's checkpoints carried %d baselines %v: a successor synced again with its own", len(w.baselines), w.baselines)
+	}
+	w.mu.Unlock()
 	for _, l := range lost {
 		t.Errorf("lost: %s", l)
 	}
@@ -703,6 +726,43 @@ func (w *chaosWorld) judgeEvents(final bool) (lost []string) {
 	}
 	t.Logf("events: %d in the stream for %d changes at the shop; %d orders lost, %d changes doubled", len(seen), len(w.sim.History()), len(lost), doubled)
 	return lost
+}
+
+// atBaseline is the shop's orders at the group's baseline (recorded
+// without events: the initial state the stream's events start from): the
+// orders before the replicas started while the group has no baseline;
+// else the shop's orders now with every change after the baseline undone
+// (an order created after it is absent).
+func (w *chaosWorld) atBaseline() map[int64]plentysim.Order {
+	w.mu.Lock()
+	bs := slices.Clone(w.baselines)
+	w.mu.Unlock()
+	if len(bs) == 0 {
+		return w.initial
+	}
+	at := map[int64]plentysim.Order{}
+	for _, o := range w.sim.Orders() {
+		at[o.ID] = o
+	}
+	hist := w.sim.History()
+	for i := len(hist) - 1; i >= 0; i-- {
+		ch := hist[i]
+		if !ch.At.After(bs[0]) {
+			break
+		}
+		o := at[ch.OrderID]
+		switch ch.Kind {
+		case plentysim.KindCreated:
+			delete(at, ch.OrderID)
+			continue
+		case plentysim.KindStatus:
+			o.StatusID = ch.From
+		case plentysim.KindLock:
+			o.LockStatus = ch.From
+		}
+		at[ch.OrderID] = o
+	}
+	return at
 }
 
 // tail is the end of s, at most n bytes.
