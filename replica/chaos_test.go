@@ -655,39 +655,15 @@ func (k *chaosKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDe
 // type of an order at one updatedAt, published twice under other ids).
 func (w *chaosWorld) judgeEvents(final bool) (lost []string) {
 	t := w.t
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := w.g.js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	type st struct{ status, lock string }
 	fold := map[int64]st{}
 	for id, o := range w.atBaseline() {
 		fold[id] = st{order.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
 	}
 	seen := map[string]int{}
-	if n := info.State.Msgs; n > 0 {
-		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range n {
-			msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-			if err != nil {
-				t.Fatalf("reading the stream: %v", err)
-			}
-			ev, err := diff.DecodeEvent(msg.Data())
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen[fmt.Sprintf("order %d %s at %s", ev.OrderID, ev.Type, ev.After.UpdatedAt.Time.Format(time.RFC3339))]++
-			fold[ev.OrderID] = st{ev.After.StatusID.Canonical(), ev.After.LockStatus}
-		}
+	for _, ev := range w.events() {
+		seen[fmt.Sprintf("order %d %s at %s", ev.OrderID, ev.Type, ev.After.UpdatedAt.Time.Format(time.RFC3339))]++
+		fold[ev.OrderID] = st{ev.After.StatusID.Canonical(), ev.After.LockStatus}
 	}
 	for _, o := range w.sim.Orders() {
 		if want := (st{order.MustDecimal(o.StatusID).Canonical(), o.LockStatus}); fold[o.ID] != want {
@@ -726,6 +702,41 @@ func (w *chaosWorld) judgeEvents(final bool) (lost []string) {
 	}
 	t.Logf("events: %d in the stream for %d changes at the shop; %d orders lost, %d changes doubled", len(seen), len(w.sim.History()), len(lost), doubled)
 	return lost
+}
+
+// events reads the group's stream.
+func (w *chaosWorld) events() []diff.EventData {
+	t := w.t
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := w.g.js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := make([]diff.EventData, 0, info.State.Msgs)
+	for range info.State.Msgs {
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		ev, err := diff.DecodeEvent(msg.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
 }
 
 // atBaseline is the shop's orders at the group's baseline (recorded
