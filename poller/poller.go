@@ -142,7 +142,8 @@ type Config struct {
 	// reused after the call.
 	OnCommit func(events []diff.Type)
 	// OnBaseline, when set, is called during the first sync before its
-	// first reading call (once per poller): the baseline must reach the
+	// first reading call, while nothing is verified (no watermark; once
+	// per poller once it returned nil): the baseline must reach the
 	// group before anything is recorded below it (a hot standby's
 	// checkpoint: a successor then syncs with the same baseline instead
 	// of its own, later one, which would record silently the changes made

@@ -59,7 +59,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 		p.log.Info("first sweep: recording the baseline", "from", p.cfg.StartFrom.Format(time.RFC3339), "to", hi.Format(time.RFC3339),
 			"events", p.cfg.EmitBaseline)
 	}
-	if !meta.BaselineDone && !p.baselineTold && p.cfg.OnBaseline != nil {
+	if !meta.BaselineDone && meta.Watermark.IsZero() && !p.baselineTold && p.cfg.OnBaseline != nil {
 		if err := p.cfg.OnBaseline(ctx, meta.Baseline); err != nil {
 			return st, fmt.Errorf("the group does not know the baseline yet: %w", err)
 		}
