@@ -59,11 +59,8 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 		p.log.Info("first sweep: recording the baseline", "from", p.cfg.StartFrom.Format(time.RFC3339), "to", hi.Format(time.RFC3339),
 			"events", p.cfg.EmitBaseline)
 	}
-	if !meta.BaselineDone && meta.Watermark.IsZero() && !p.baselineTold && p.cfg.OnBaseline != nil {
-		if err := p.cfg.OnBaseline(ctx, meta.Baseline); err != nil {
-			return st, fmt.Errorf("the group does not know the baseline yet: %w", err)
-		}
-		p.baselineTold = true
+	if err := p.tellBaseline(ctx, meta); err != nil {
+		return st, err
 	}
 	if meta.Watermark.After(hi) {
 		// The watermark is never ahead of server time minus settle: a clock
@@ -117,6 +114,19 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	}
 	sw.lo, sw.hi, sw.pos = lo, hi, lo
 	return st, sw.run(ctx, lo, hi)
+}
+
+// tellBaseline gives the first sync's baseline to OnBaseline before the
+// sync reads anything (no watermark yet), once per poller.
+func (p *Poller) tellBaseline(ctx context.Context, meta state.Meta) error {
+	if meta.BaselineDone || !meta.Watermark.IsZero() || p.baselineTold || p.cfg.OnBaseline == nil {
+		return nil
+	}
+	if err := p.cfg.OnBaseline(ctx, meta.Baseline); err != nil {
+		return fmt.Errorf("the group does not know the baseline yet: %w", err)
+	}
+	p.baselineTold = true
+	return nil
 }
 
 // serverNow estimates the service's clock. Before the first response of the
