@@ -135,6 +135,7 @@ type Mirror struct {
 	cfg Config
 	log *slog.Logger
 
+	writing  sync.Mutex // one Committed at a time
 	mu       sync.Mutex
 	rec      Record
 	lastDump time.Time // the active's last dump in this tenure
@@ -752,8 +753,12 @@ func (m *Mirror) position(ctx context.Context) (uint64, time.Time, error) {
 // sweep of a tenure and then every DumpEvery, a snapshot dump; the
 // tenure's first dump (once the first sync is done) is written before the
 // checkpoint, and without it no checkpoint is. It returns whether a
-// checkpoint was written.
+// checkpoint was written. During the first sync (no dump yet) it writes
+// the checkpoint alone: the active calls it as soon as it records the
+// baseline (replica.Checkpoint), before the sync reads.
 func (m *Mirror) Committed(ctx context.Context, l *lease.Lease) (bool, error) {
+	m.writing.Lock() // the checkpoint loop and the first sync's baseline
+	defer m.writing.Unlock()
 	m.mu.Lock()
 	first := !m.dumped
 	m.mu.Unlock()

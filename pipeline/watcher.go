@@ -301,6 +301,7 @@ func (w *Watcher) newWorkers() error {
 		BadEntries: poller.BadEntryPolicy(cfg.BadEntries), EmitBaseline: cfg.BaselineEvents, EmitUpdated: cfg.EmitUpdated,
 		Source: source, SubjectPrefix: cfg.SubjectPrefix,
 		OnCommit:    func(types []diff.Type) { w.metrics.committed(types); w.pub.Notify() },
+		OnBaseline:  w.onBaseline,
 		OnProgress:  w.onProgress,
 		OnClockJump: func(jump time.Duration, decision string) { w.metrics.clockJump(jump, decision) },
 		Logger:      w.log.With("component", "poller"),
@@ -531,6 +532,15 @@ func (w *Watcher) onSweep(st poller.Stats, err error) {
 		w.rep.Swept() // a checkpoint
 	}
 	w.warnShareInert()
+}
+
+// onBaseline gives the group the first sync's baseline before its first
+// reading call (poller.Config.OnBaseline): a checkpoint.
+func (w *Watcher) onBaseline(ctx context.Context, _ time.Time) error {
+	if w.rep == nil {
+		return nil
+	}
+	return w.rep.Checkpoint(ctx)
 }
 
 // warnShareInert says once, after the first verified sweep, when the

@@ -141,6 +141,14 @@ type Config struct {
 	// and a sweep cut short by a shutdown is not reported). The slice is
 	// reused after the call.
 	OnCommit func(events []diff.Type)
+	// OnBaseline, when set, is called during the first sync before its
+	// first reading call, while nothing is verified (no watermark; once
+	// per poller once it returned nil): the baseline must reach the
+	// group before anything is recorded below it (a hot standby's
+	// checkpoint: a successor then syncs with the same baseline instead
+	// of its own, later one, which would record silently the changes made
+	// in between). An error ends the sweep before it reads.
+	OnBaseline func(ctx context.Context, baseline time.Time) error
 	// OnProgress is called after every call of a sweep and every verified
 	// slice (metrics that move page by page).
 	OnProgress func(Progress)
@@ -297,6 +305,8 @@ type Poller struct {
 	// inLook: a second look is under way (its late arrivals were missed
 	// by the split sweeps only, within the overlap).
 	inLook bool
+	// baselineTold: OnBaseline returned nil.
+	baselineTold bool
 
 	rescan atomic.Pointer[rescanRequest] // a rescan waiting for the end of a sweep (rescan.go)
 

@@ -51,13 +51,8 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	p.loadReads(meta)
 	date := p.latestDate(now)
 	hi := p.window(date)
-	if meta.Baseline.IsZero() {
-		if err := p.store.SetBaseline(hi); err != nil {
-			return st, err
-		}
-		meta.Baseline = hi
-		p.log.Info("first sweep: recording the baseline", "from", p.cfg.StartFrom.Format(time.RFC3339), "to", hi.Format(time.RFC3339),
-			"events", p.cfg.EmitBaseline)
+	if err := p.recordBaseline(ctx, &meta, hi); err != nil {
+		return st, err
 	}
 	if meta.Watermark.After(hi) {
 		// The watermark is never ahead of server time minus settle: a clock
@@ -135,6 +130,33 @@ func (p *Poller) fits(lo, hi, watermark time.Time) time.Time {
 		return end
 	}
 	return hi
+}
+
+// recordBaseline sets the first sync's baseline at hi when the state file
+// has none, and tells the group (tellBaseline).
+func (p *Poller) recordBaseline(ctx context.Context, meta *state.Meta, hi time.Time) error {
+	if meta.Baseline.IsZero() {
+		if err := p.store.SetBaseline(hi); err != nil {
+			return err
+		}
+		meta.Baseline = hi
+		p.log.Info("first sweep: recording the baseline", "from", p.cfg.StartFrom.Format(time.RFC3339), "to", hi.Format(time.RFC3339),
+			"events", p.cfg.EmitBaseline)
+	}
+	return p.tellBaseline(ctx, *meta)
+}
+
+// tellBaseline gives the first sync's baseline to OnBaseline before the
+// sync reads anything (no watermark yet), once per poller.
+func (p *Poller) tellBaseline(ctx context.Context, meta state.Meta) error {
+	if meta.BaselineDone || !meta.Watermark.IsZero() || p.baselineTold || p.cfg.OnBaseline == nil {
+		return nil
+	}
+	if err := p.cfg.OnBaseline(ctx, meta.Baseline); err != nil {
+		return fmt.Errorf("the group does not know the baseline yet: %w", err)
+	}
+	p.baselineTold = true
+	return nil
 }
 
 // serverNow estimates the service's clock. Before the first response of the

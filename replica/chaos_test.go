@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,10 @@ import (
 //     events bring every order to its state at the shop, and no change
 //     (an order's event type at one updatedAt) has two events.
 //
+// The faults start once the group's checkpoint says its first sync is
+// done, or, for every third seed (every seed with -chaos-first-sync), at
+// once: inside the first sync.
+//
 // Default: one seed (time-based, printed) for 8 s of faults. -chaos-long
 // runs -chaos-seeds seeds for 40 s (-chaos-for) each (make chaos-long). A failing seed prints the command that replays it.
 
@@ -63,10 +68,10 @@ var (
 	chaosSeeds = flag.Int("chaos-seeds", 20, "seeds run by -chaos-long")
 	chaosFor   = flag.Duration("chaos-for", 0, "faults per seed (0: 8 s, 40 s under -chaos-long)")
 	// chaosFirstSync starts the faults at once, inside the group's first
-	// sync: a takeover there loses changes (issue 33 review: the successor
-	// syncs again from a checkpoint without the baseline and takes what
-	// the first active had not published for the initial state).
-	chaosFirstSync = flag.Bool("chaos-first-sync", false, "TestTakeoverChaos: faults from the start, inside the first sync (loses changes: a known defect)")
+	// sync, for every seed (without it: every third seed, firstSyncSeed).
+	// A takeover there must sync again with the first active's baseline,
+	// which reached the group before the first sync read (issue 33).
+	chaosFirstSync = flag.Bool("chaos-first-sync", false, "TestTakeoverChaos: faults from the start, inside the first sync, for every seed (else every third seed)")
 )
 
 func TestTakeoverChaos(t *testing.T) {
@@ -86,7 +91,11 @@ func TestTakeoverChaos(t *testing.T) {
 		ok := t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
-					t.Logf("replay: go test -race -run 'TestTakeoverChaos' ./replica -args -chaos-seed=%d -chaos-for=%v", s, dur)
+					first := ""
+					if *chaosFirstSync {
+						first = " -chaos-first-sync"
+					}
+					t.Logf("replay: go test -race -run 'TestTakeoverChaos' ./replica -args -chaos-seed=%d -chaos-for=%v%s", s, dur, first)
 				}
 			}()
 			total += runChaos(t, s, dur)
@@ -115,6 +124,12 @@ type chaosWorld struct {
 	limits  []limitsRev
 	next429 *announced // armed: the next search is answered 429
 	faults  map[string]int
+	// quiet: the replicas' NATS operations never fail (focused tests).
+	quiet bool
+	// baselines are the baselines the group's checkpoints carried, in
+	// order, each once: one at most (a successor syncs with the first
+	// active's baseline, which reached the group before the sync read).
+	baselines []time.Time
 }
 
 type chaosCall struct {
@@ -160,6 +175,19 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 			w.tenures = append(w.tenures, tenure{e.Created(), v.Instance})
 		}
 	})
+	go w.watch("_checkpoint", w.g.key, func(e jetstream.KeyValueEntry) {
+		var cp struct {
+			State struct {
+				Baseline time.Time `json:"baseline"`
+			} `json:"state"`
+		}
+		if json.Unmarshal(e.Value(), &cp) != nil || cp.State.Baseline.IsZero() {
+			return
+		}
+		if n := len(w.baselines); n == 0 || !w.baselines[n-1].Equal(cp.State.Baseline) {
+			w.baselines = append(w.baselines, cp.State.Baseline)
+		}
+	})
 	go w.watch("_checkpoint", w.g.key+".limits", func(e jetstream.KeyValueEntry) {
 		var v struct {
 			Records map[string]json.RawMessage `json:"records"`
@@ -181,7 +209,9 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 		reps[n] = w.start(n, seed+uint64(i)+1)
 	}
 	testnats.WaitFor(t, "an active replica", 20*time.Second, func() bool { return w.active(reps) != "" })
-	if !*chaosFirstSync {
+	if firstSync := firstSyncSeed(seed); firstSync {
+		t.Logf("faults from the start, inside the group's first sync")
+	} else {
 		for _, m := range reps {
 			m.kv.pause(true)
 		}
@@ -246,6 +276,11 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 	time.Sleep(200 * time.Millisecond) // the watchers' last entries
 	return w.judge()
 }
+
+// firstSyncSeed says whether the seed's faults start at once, inside the
+// group's first sync (every third seed; all with -chaos-first-sync); else
+// they start once the group's checkpoint says the first sync is done.
+func firstSyncSeed(seed uint64) bool { return *chaosFirstSync || seed%3 == 0 }
 
 // note counts a fault of the scheduler's.
 func (w *chaosWorld) note(kind string) {
@@ -453,6 +488,7 @@ func (w *chaosWorld) start(name string, seed uint64) *chaosMember {
 		t.Fatal(err)
 	}
 	kvs := &chaosKVs{rng: rand.New(rand.NewPCG(seed, 7))}
+	kvs.off.Store(w.quiet)
 	b.Lease, b.Checkpoints = kvs.wrap(b.Lease), kvs.wrap(b.Checkpoints)
 	m := &chaosMember{kv: kvs, nc: nc, done: make(chan struct{}), logs: &e2e.LockedBuffer{}}
 	cfg := &wiring.Config{
@@ -624,39 +660,15 @@ func (k *chaosKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDe
 // type of an order at one updatedAt, published twice under other ids).
 func (w *chaosWorld) judgeEvents(final bool) (lost []string) {
 	t := w.t
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := w.g.js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	type st struct{ status, lock string }
 	fold := map[int64]st{}
-	for id, o := range w.initial {
+	for id, o := range w.atBaseline() {
 		fold[id] = st{order.MustDecimal(o.StatusID).Canonical(), o.LockStatus}
 	}
 	seen := map[string]int{}
-	if n := info.State.Msgs; n > 0 {
-		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range n {
-			msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-			if err != nil {
-				t.Fatalf("reading the stream: %v", err)
-			}
-			ev, err := diff.DecodeEvent(msg.Data())
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen[fmt.Sprintf("order %d %s at %s", ev.OrderID, ev.Type, ev.After.UpdatedAt.Time.Format(time.RFC3339))]++
-			fold[ev.OrderID] = st{ev.After.StatusID.Canonical(), ev.After.LockStatus}
-		}
+	for _, ev := range w.events() {
+		seen[fmt.Sprintf("order %d %s at %s", ev.OrderID, ev.Type, ev.After.UpdatedAt.Time.Format(time.RFC3339))]++
+		fold[ev.OrderID] = st{ev.After.StatusID.Canonical(), ev.After.LockStatus}
 	}
 	for _, o := range w.sim.Orders() {
 		if want := (st{order.MustDecimal(o.StatusID).Canonical(), o.LockStatus}); fold[o.ID] != want {
@@ -666,6 +678,11 @@ func (w *chaosWorld) judgeEvents(final bool) (lost []string) {
 	if !final {
 		return lost
 	}
+	w.mu.Lock()
+	if len(w.baselines) > 1 {
+		t.Errorf("the group's checkpoints carried %d baselines %v: a successor synced again with its own", len(w.baselines), w.baselines)
+	}
+	w.mu.Unlock()
 	for _, l := range lost {
 		t.Errorf("lost: %s", l)
 	}
@@ -690,6 +707,78 @@ func (w *chaosWorld) judgeEvents(final bool) (lost []string) {
 	}
 	t.Logf("events: %d in the stream for %d changes at the shop; %d orders lost, %d changes doubled", len(seen), len(w.sim.History()), len(lost), doubled)
 	return lost
+}
+
+// events reads the group's stream.
+func (w *chaosWorld) events() []diff.EventData {
+	t := w.t
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := w.g.js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := make([]diff.EventData, 0, info.State.Msgs)
+	for range info.State.Msgs {
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		ev, err := diff.DecodeEvent(msg.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// atBaseline is the shop's orders at the group's baseline (recorded
+// without events: the initial state the stream's events start from): the
+// orders before the replicas started while the group has no baseline;
+// else the shop's orders now with every change after the baseline undone
+// (an order created after it is absent).
+func (w *chaosWorld) atBaseline() map[int64]plentysim.Order {
+	w.mu.Lock()
+	bs := slices.Clone(w.baselines)
+	w.mu.Unlock()
+	if len(bs) == 0 {
+		return w.initial
+	}
+	at := map[int64]plentysim.Order{}
+	for _, o := range w.sim.Orders() {
+		at[o.ID] = o
+	}
+	hist := w.sim.History()
+	for i := len(hist) - 1; i >= 0; i-- {
+		ch := hist[i]
+		if !ch.At.After(bs[0]) {
+			break
+		}
+		o := at[ch.OrderID]
+		switch ch.Kind {
+		case plentysim.KindCreated:
+			delete(at, ch.OrderID)
+			continue
+		case plentysim.KindStatus:
+			o.StatusID = ch.From
+		case plentysim.KindLock:
+			o.LockStatus = ch.From
+		}
+		at[ch.OrderID] = o
+	}
+	return at
 }
 
 // tail is the end of s, at most n bytes.

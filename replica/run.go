@@ -210,13 +210,7 @@ func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 				return
 			case <-r.swept:
 			}
-			for end := time.Now().Add(r.cfg.CheckpointWait); r.cfg.Store.OutboxDepth() > 0 && time.Now().Before(end) && ctx.Err() == nil; {
-				select {
-				case <-ctx.Done():
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-			if ctx.Err() != nil {
+			if r.waitQuiet(ctx) != nil {
 				return
 			}
 			if _, err := r.mirror.Committed(ctx, r.lease.Load()); err != nil && ctx.Err() == nil {
@@ -224,6 +218,32 @@ func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 			}
 		}
 	})
+}
+
+// Checkpoint writes a checkpoint now, once the outbox is empty (within
+// CheckpointWait): the first sync's baseline reaches the group before the
+// sync reads (poller.Config.OnBaseline), so that a successor syncs with it.
+func (r *Replica) Checkpoint(ctx context.Context) error {
+	if err := r.waitQuiet(ctx); err != nil {
+		return err
+	}
+	ok, err := r.mirror.Committed(ctx, r.lease.Load())
+	if err == nil && !ok {
+		err = fmt.Errorf("checkpoint: the outbox holds %d events", r.cfg.Store.OutboxDepth())
+	}
+	return err
+}
+
+// waitQuiet waits until the outbox is empty, CheckpointWait at most; an
+// error only when ctx ended.
+func (r *Replica) waitQuiet(ctx context.Context) error {
+	for end := time.Now().Add(r.cfg.CheckpointWait); r.cfg.Store.OutboxDepth() > 0 && time.Now().Before(end) && ctx.Err() == nil; {
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return ctx.Err()
 }
 
 // startMirror runs the mirror until stop.
