@@ -96,9 +96,38 @@ func (n notifying) SaveRecord(name string, v any) error {
 		if a, ok := v.(Absorber); ok {
 			n.r.absorbers.Store(name, a)
 		}
+		n.r.remember(name, v)
 		n.r.writeThrough()
 	}
 	return err
+}
+
+// remember keeps a record saved through Records until a write of the
+// group's limits holds it: a rewind to the group's checkpoint (a demotion,
+// a takeover's restore) replaces the state file's records, and a wait the
+// service announced to this process whose write to the group failed
+// would be lost with them (a retaken lease called inside it).
+func (r *Replica) remember(name string, v any) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	r.limMu.Lock()
+	defer r.limMu.Unlock()
+	if r.unsent == nil {
+		r.unsent = map[string]json.RawMessage{}
+	}
+	r.unsent[name] = raw
+}
+
+// withUnsent is own with the records not yet written to the group merged
+// in (on this process's clock: not shifted). Called under limMu.
+func (r *Replica) withUnsent(own map[string]json.RawMessage) map[string]json.RawMessage {
+	l := r.lease.Load()
+	if len(r.unsent) == 0 || l == nil {
+		return own
+	}
+	return r.merge(own, groupLimits{v: limitsValue{Writer: l.Writer(), Records: r.unsent}, found: true}, false)
 }
 
 // Absorber is a record's value, saved through Records, that takes the
@@ -194,6 +223,7 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	own = r.withUnsent(own)
 	me := l.Writer()
 	for try := 0; ; try++ {
 		g, err := r.readGroup(ctx)
@@ -208,6 +238,9 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 			recs = r.merge(own, g, false)
 		}
 		err = r.putLimits(ctx, me, recs, g.rev)
+		if err == nil {
+			r.unsent = nil
+		}
 		if err == nil || !conflict(err) || try >= 4 {
 			return err
 		}
@@ -233,6 +266,7 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 	if restored != nil {
 		own = r.shifted(own, r.shiftFrom(restored.Stamp, restored.Written))
 	}
+	own = r.withUnsent(own)
 	g, err := r.readGroup(ctx)
 	if err != nil {
 		return err
@@ -251,7 +285,10 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 			}
 		}
 	}
-	if err := r.putLimits(ctx, l.Writer(), merged, g.rev); err != nil {
+	err = r.putLimits(ctx, l.Writer(), merged, g.rev)
+	if err == nil {
+		r.unsent = nil
+	} else {
 		// The group's value is as it was: the next write merges again.
 		r.log.Warn("writing the merged limits back to the group failed; retried in the background", "err", err)
 		r.pokeLimits()

@@ -8,6 +8,7 @@
 package replica
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -159,7 +160,8 @@ type Replica struct {
 	// (unix nanos) is until when a save does not write through (a write
 	// just failed).
 	limMu       sync.Mutex
-	absorbers   sync.Map // record name → the Absorber last saved through Records
+	unsent      map[string]json.RawMessage // under limMu: records saved through Records and not yet in the group's limits
+	absorbers   sync.Map                   // record name → the Absorber last saved through Records
 	limitsQuiet atomic.Int64
 
 	changed     chan struct{} // the lease changed hands (cap 1)
