@@ -8,8 +8,8 @@
 package replica
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
