@@ -254,12 +254,20 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) (takeovers int) {
 	// Nothing goes wrong now: the group works again, and its stream
 	// catches up with the shop.
 	settled := time.Now()
-	testnats.WaitFor(t, "calls after the faults ended", 30*time.Second, func() bool {
+	calling := func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		n := len(w.calls)
 		return n > 0 && w.calls[n-1].at.After(settled.Add(time.Second))
-	})
+	}
+	for end := time.Now().Add(30 * time.Second); !calling(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			for n, m := range reps {
+				t.Logf("%s's log:\n%s", n, tail(m.logs.String(), 6000))
+			}
+			t.Fatal("no call in 30 s after the faults ended")
+		}
+	}
 	mstop()
 	<-mutDone
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end) && len(w.judgeEvents(false)) > 0; {
