@@ -67,52 +67,28 @@ type liveSources struct {
 }
 
 func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
-	m := &metrics{
-		apiCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orderwatch_api_calls_total", Help: "Calls to the REST service by route and HTTP status (0 = no response).",
-		}, []string{"route", "code"}),
-		apiDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "orderwatch_api_call_duration_seconds", Help: "Duration of REST calls, body included.",
-			Buckets: prometheus.ExponentialBuckets(0.025, 2, 10),
-		}, []string{"route"}),
-		throttled: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orderwatch_api_throttled_total", Help: "429 answers of the service.",
-		}),
-		sweepDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "orderwatch_sweep_duration_seconds", Help: "Duration of a sweep.",
-			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
-		}),
-		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orderwatch_sweeps_total", Help: "Sweeps by result (ok, error).",
-		}, []string{"result"}),
-		sweepCalls: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orderwatch_sweep_calls_total", Help: "Search calls made by sweeps.",
-		}),
-		ordersScanned: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orderwatch_orders_scanned_total", Help: "Order entries read by sweeps (rescans included).",
-		}),
-		rescans: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orderwatch_rescans_total", Help: "Scans that failed verification (the result set changed) and were redone.",
-		}),
-		badEntries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orderwatch_bad_entries_total", Help: "Order entries that could not be decoded.",
-		}),
-		secondLooks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orderwatch_second_looks_total", Help: "Second looks: in a busy shop the sweeps read 5 s below the watermark and what left the overlap is read once more after a sweep (its calls are in orderwatch_sweep_calls_total).",
-		}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orderwatch_events_total", Help: "Events written to the outbox by type.",
-		}, []string{"type"}),
-		published: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orderwatch_events_published_total", Help: "Events acknowledged by NATS and removed from the outbox.",
-		}),
-		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "orderwatch_publish_errors_total", Help: "Failed publish attempts (retried).",
-		}),
-		lastSweepOK: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "orderwatch_last_verified_sweep_timestamp_seconds", Help: "When the last sweep completed without error (unix time).",
-		}),
-	}
+	m := &metrics{}
+	m.addCallMetrics(reg)
+	m.addSweepMetrics(reg)
+	m.addPublishMetrics(reg)
+	registerTimings(reg, live.timings)
+	registerLive(reg, live, m)
+	return m
+}
+
+// addCallMetrics registers the figures of the calls to the service: routes,
+// durations, throttling, logins, the budget and the service's clock.
+func (m *metrics) addCallMetrics(reg prometheus.Registerer) {
+	m.apiCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orderwatch_api_calls_total", Help: "Calls to the REST service by route and HTTP status (0 = no response).",
+	}, []string{"route", "code"})
+	m.apiDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "orderwatch_api_call_duration_seconds", Help: "Duration of REST calls, body included.",
+		Buckets: prometheus.ExponentialBuckets(0.025, 2, 10),
+	}, []string{"route"})
+	m.throttled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_api_throttled_total", Help: "429 answers of the service.",
+	})
 	m.logins = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "orderwatch_logins_total",
 		Help: "Login requests by result: ok, refused, ambiguous (the answer was lost: a session may exist), session_limit, error (no session possible).",
@@ -120,34 +96,56 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 	for _, r := range []plenty.LoginResult{plenty.LoginOK, plenty.LoginRefused, plenty.LoginAmbiguous, plenty.LoginSessionLimit, plenty.LoginError} {
 		m.logins.WithLabelValues(string(r))
 	}
-	reg.MustRegister(m.logins)
-	m.publishDups = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "orderwatch_publish_duplicates_total", Help: "PubAcks that reported a duplicate: the stream already had the event (dropped by its Nats-Msg-Id within the duplicate window).",
+	m.budgetLeft = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orderwatch_call_budget_remaining", Help: "Calls left in the sweeps' budget (WATCHER_CALL_SHARE of the daily quota, an hour's burst); negative while in debt; NaN until the service names its daily limit.",
 	})
-	m.dedupLookups = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "orderwatch_publish_dedup_lookups_total",
-		Help: "Outbox entries that may already be in the stream, looked up on their subject before being sent again past the duplicate window, by result: stored (deleted without sending), not_stored (sent), error.",
+	m.budgetLeft.Set(math.NaN())
+	m.clockProblems = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_clock_problems_total", Help: "Clock problems: a Date header that jumped against the monotonic clock (distrusted), or an empty sweep window (hi <= lo).",
+	})
+	m.clockJumps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orderwatch_clock_jumps_total",
+		Help: "Jumps of the service's clock and what was decided: direction forward|backward; decision rejected (a Date header that jumped, distrusted), accepted (a Date that kept its new time for a minute: followed as the window's hint; the watermark stays bounded by the order stamps), rewound (changes stamped below the watermark confirmed a clock set back: the watermark was rewound).",
+	}, []string{"direction", "decision"})
+	reg.MustRegister(m.apiCalls, m.apiDuration, m.throttled, m.logins, m.budgetLeft, m.clockProblems, m.clockJumps)
+}
+
+// addSweepMetrics registers the figures of the sweeps and the read ledger.
+func (m *metrics) addSweepMetrics(reg prometheus.Registerer) {
+	m.sweepDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "orderwatch_sweep_duration_seconds", Help: "Duration of a sweep.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+	})
+	m.sweeps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orderwatch_sweeps_total", Help: "Sweeps by result (ok, error).",
 	}, []string{"result"})
-	for _, r := range []string{publisher.LookupStored, publisher.LookupNotStored, publisher.LookupError} {
-		m.dedupLookups.WithLabelValues(r)
-	}
-	reg.MustRegister(m.publishDups, m.dedupLookups)
+	m.sweepCalls = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_sweep_calls_total", Help: "Search calls made by sweeps.",
+	})
+	m.ordersScanned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_orders_scanned_total", Help: "Order entries read by sweeps (rescans included).",
+	})
+	m.rescans = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_rescans_total", Help: "Scans that failed verification (the result set changed) and were redone.",
+	})
+	m.secondLooks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_second_looks_total", Help: "Second looks: in a busy shop the sweeps read 5 s below the watermark and what left the overlap is read once more after a sweep (its calls are in orderwatch_sweep_calls_total).",
+	})
+	m.badEntries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_bad_entries_total", Help: "Order entries that could not be decoded.",
+	})
+	m.lastSweepOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "orderwatch_last_verified_sweep_timestamp_seconds", Help: "When the last sweep completed without error (unix time).",
+	})
 	m.sweepGap = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orderwatch_sweep_gap_seconds", Help: "Time from the start of the last sweep to the start of the next: the interval, longer when the call budget runs low.",
 	})
 	m.readOwed = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orderwatch_read_owed_seconds", Help: "How long the oldest stamp the read ledger still owes a read at a promised age (the overlap; 5 minutes while the probes run) has been due: 0 while every read is on time; the probes' backoff (an hour at most) and a busy shop's probe reading its stretch (half an hour) keep it up to about 1.5 h.",
 	})
-	m.budgetLeft = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "orderwatch_call_budget_remaining", Help: "Calls left in the sweeps' budget (WATCHER_CALL_SHARE of the daily quota, an hour's burst); negative while in debt; NaN until the service names its daily limit.",
-	})
-	m.budgetLeft.Set(math.NaN())
 	m.lateArrival = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "orderwatch_late_arrival_seconds", Help: "Changes that became visible after the sweeps had passed their updatedAt: how far below the watermark they were (compare with WATCHER_OVERLAP).",
 		Buckets: prometheus.ExponentialBuckets(0.25, 2, 12),
-	})
-	m.clockProblems = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "orderwatch_clock_problems_total", Help: "Clock problems: a Date header that jumped against the monotonic clock (distrusted), or an empty sweep window (hi <= lo).",
 	})
 	m.rewinds = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "orderwatch_watermark_rewinds_total", Help: "Watermarks found ahead of server time minus settle and rewound.",
@@ -161,18 +159,31 @@ func newMetrics(reg prometheus.Registerer, live liveSources) *metrics {
 	m.position = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "orderwatch_sweep_position_timestamp_seconds", Help: "Window position (unix time, server clock) the running sweep has verified up to.",
 	})
-	reg.MustRegister(m.apiCalls, m.apiDuration, m.throttled, m.sweepDuration, m.sweeps, m.sweepCalls, m.ordersScanned,
-		m.rescans, m.secondLooks, m.badEntries, m.events, m.published, m.publishErrors, m.lastSweepOK,
-		m.sweepGap, m.readOwed, m.budgetLeft, m.lateArrival, m.clockProblems, m.rewinds, m.keysetSlices, m.firstSync, m.position)
-	m.clockJumps = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "orderwatch_clock_jumps_total",
-		Help: "Jumps of the service's clock and what was decided: direction forward|backward; decision rejected (a Date header that jumped, distrusted), accepted (a Date that kept its new time for a minute: followed as the window's hint; the watermark stays bounded by the order stamps), rewound (changes stamped below the watermark confirmed a clock set back: the watermark was rewound).",
-	}, []string{"direction", "decision"})
-	reg.MustRegister(m.clockJumps)
-	registerTimings(reg, live.timings)
+	reg.MustRegister(m.sweepDuration, m.sweeps, m.sweepCalls, m.ordersScanned, m.rescans, m.secondLooks, m.badEntries, m.lastSweepOK, m.sweepGap, m.readOwed, m.lateArrival, m.rewinds, m.keysetSlices, m.firstSync, m.position)
+}
 
-	registerLive(reg, live, m)
-	return m
+// addPublishMetrics registers the figures of the outbox and the publisher.
+func (m *metrics) addPublishMetrics(reg prometheus.Registerer) {
+	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orderwatch_events_total", Help: "Events written to the outbox by type.",
+	}, []string{"type"})
+	m.published = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_events_published_total", Help: "Events acknowledged by NATS and removed from the outbox.",
+	})
+	m.publishErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_publish_errors_total", Help: "Failed publish attempts (retried).",
+	})
+	m.publishDups = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orderwatch_publish_duplicates_total", Help: "PubAcks that reported a duplicate: the stream already had the event (dropped by its Nats-Msg-Id within the duplicate window).",
+	})
+	m.dedupLookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orderwatch_publish_dedup_lookups_total",
+		Help: "Outbox entries that may already be in the stream, looked up on their subject before being sent again past the duplicate window, by result: stored (deleted without sending), not_stored (sent), error.",
+	}, []string{"result"})
+	for _, r := range []string{publisher.LookupStored, publisher.LookupNotStored, publisher.LookupError} {
+		m.dedupLookups.WithLabelValues(r)
+	}
+	reg.MustRegister(m.events, m.published, m.publishErrors, m.publishDups, m.dedupLookups)
 }
 
 // registerLive registers the metrics read when scraped: waits, throttle

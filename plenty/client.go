@@ -157,6 +157,34 @@ type Client struct {
 
 // New checks cfg and returns a client. It makes no call.
 func New(cfg Config) (*Client, error) {
+	base, err := cfg.check()
+	if err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if cfg.Pacer == nil {
+		cfg.Pacer = cfg.newPacer()
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 4
+		hc = &http.Client{Transport: tr}
+	}
+	accept := "application/json"
+	if cfg.APIVersion > 0 {
+		accept = fmt.Sprintf("application/x.%s.v%d+json", cfg.APIVendor, cfg.APIVersion)
+	}
+	return &Client{
+		cfg: cfg, base: base, accept: accept, http: hc,
+		log: cfg.Logger, now: cfg.Now, pacer: cfg.Pacer, mono: cfg.Monotonic,
+		logins: loginGuard{spacing: cfg.LoginSpacing, limit: cfg.MaxSessions},
+	}, nil
+}
+
+// check refuses a configuration the client cannot work with and returns the
+// service's base URL (without a trailing /rest).
+func (cfg *Config) check() (*url.URL, error) {
 	if cfg.BaseURL == "" {
 		return nil, errors.New("plenty: base URL is empty")
 	}
@@ -171,11 +199,18 @@ func New(cfg Config) (*Client, error) {
 	if cfg.APIVersion < 0 {
 		return nil, fmt.Errorf("plenty: API version %d: want 0 (newest) or more", cfg.APIVersion)
 	}
+	return base, nil
+}
+
+// setDefaults fills in every unset field.
+func (cfg *Config) setDefaults() {
+	orDuration := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
 	if cfg.APIVendor == "" {
 		cfg.APIVendor = "service"
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 30 * time.Second
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "orderwatch"
@@ -183,27 +218,16 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Tokens == nil {
 		cfg.Tokens = &MemoryTokenStore{}
 	}
-	if cfg.RenewBefore <= 0 {
-		cfg.RenewBefore = 10 * time.Minute
-	}
-	if cfg.LoginBackoff <= 0 {
-		cfg.LoginBackoff = 5 * time.Minute
-	}
-	if cfg.LoginSpacing <= 0 {
-		cfg.LoginSpacing = 5 * time.Second
-	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 3
 	}
-	if cfg.SessionLifetime <= 0 {
-		cfg.SessionLifetime = 24 * time.Hour
-	}
-	if cfg.Retry.Initial <= 0 {
-		cfg.Retry.Initial = 500 * time.Millisecond
-	}
-	if cfg.Retry.Max <= 0 {
-		cfg.Retry.Max = 30 * time.Second
-	}
+	orDuration(&cfg.Timeout, 30*time.Second)
+	orDuration(&cfg.RenewBefore, 10*time.Minute)
+	orDuration(&cfg.LoginBackoff, 5*time.Minute)
+	orDuration(&cfg.LoginSpacing, 5*time.Second)
+	orDuration(&cfg.SessionLifetime, 24*time.Hour)
+	orDuration(&cfg.Retry.Initial, 500*time.Millisecond)
+	orDuration(&cfg.Retry.Max, 30*time.Second)
 	if cfg.Retry.MaxElapsed == 0 {
 		cfg.Retry.MaxElapsed = 2 * time.Minute
 	}
@@ -222,32 +246,21 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Pacer == nil {
-		log := cfg.Logger
-		onWait := cfg.OnWait
-		if cfg.Waits != nil {
-			onWait = waitSaver(cfg.Waits, log, onWait)
-		}
-		cfg.Pacer = NewPacer(PacerConfig{Now: cfg.Now, OnBlock: func(until time.Time, why string) { logBlock(log, until, why) }, OnWait: onWait})
-		if cfg.Waits != nil {
-			restoreWaits(cfg.Pacer, cfg.Waits, log)
-		}
+}
+
+// newPacer returns the pacer of a client that was given none: it logs its
+// blocks, saves its waits to cfg.Waits and starts with the waits saved there.
+func (cfg *Config) newPacer() *Pacer {
+	log := cfg.Logger
+	onWait := cfg.OnWait
+	if cfg.Waits != nil {
+		onWait = waitSaver(cfg.Waits, log, onWait)
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 4
-		hc = &http.Client{Transport: tr}
+	p := NewPacer(PacerConfig{Now: cfg.Now, OnBlock: func(until time.Time, why string) { logBlock(log, until, why) }, OnWait: onWait})
+	if cfg.Waits != nil {
+		restoreWaits(p, cfg.Waits, log)
 	}
-	accept := "application/json"
-	if cfg.APIVersion > 0 {
-		accept = fmt.Sprintf("application/x.%s.v%d+json", cfg.APIVendor, cfg.APIVersion)
-	}
-	return &Client{
-		cfg: cfg, base: base, accept: accept, http: hc,
-		log: cfg.Logger, now: cfg.Now, pacer: cfg.Pacer, mono: cfg.Monotonic,
-		logins: loginGuard{spacing: cfg.LoginSpacing, limit: cfg.MaxSessions},
-	}, nil
+	return p
 }
 
 // Pacer returns the client's pacer (its throttle snapshot and wait figures).
@@ -387,14 +400,47 @@ func OneAttempt(ctx context.Context) context.Context {
 // call makes the request with pacing, the session, and retries.
 func (c *Client) call(ctx context.Context, r request) error {
 	oneAttempt, _ := ctx.Value(oneAttemptKey{}).(bool)
-	b := backoff.NewExponentialBackOff(
+	bo := backoff.WithContext(backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(c.cfg.Retry.Initial),
 		backoff.WithMaxInterval(c.cfg.Retry.Max),
 		backoff.WithMaxElapsedTime(max(c.cfg.Retry.MaxElapsed, 0)),
-	)
-	bo := backoff.WithContext(b, ctx)
+	), ctx)
 	relogged := false
-	var sent atomic.Bool // the request went out whole: it may have reached the service
+	ctx, sent := r.traceSent(ctx)
+	for {
+		tok, err := c.ready(ctx, r)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.op, err)
+		}
+		sent.Store(false)
+		if r.sending != nil {
+			r.sending()
+		}
+		status, body, err := c.exchange(ctx, r, tok.AccessToken)
+		next, err := c.judge(r, tok, status, body, err, sent.Load())
+		if next == loginAgain {
+			if c.tokenRejected(ctx, tok, err) && !relogged {
+				relogged = true
+				continue
+			}
+			return err
+		}
+		if next != backOff {
+			return err
+		}
+		if oneAttempt {
+			return fmt.Errorf("%s: one attempt: %w", r.op, err)
+		}
+		if err := c.backOff(ctx, r, bo, err); err != nil {
+			return err
+		}
+	}
+}
+
+// traceSent returns a context that records, for a final request, whether
+// the request went out whole (then it may have reached the service).
+func (r request) traceSent(ctx context.Context) (context.Context, *atomic.Bool) {
+	var sent atomic.Bool
 	if r.final {
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
 			if i.Err == nil {
@@ -402,91 +448,98 @@ func (c *Client) call(ctx context.Context, r request) error {
 			}
 		}})
 	}
-	for {
-		if err := c.pacer.Wait(ctx); err != nil {
-			return fmt.Errorf("%s: %w", r.op, err)
-		}
-		var tok order.Token
-		if r.auth {
-			var err error
-			before := c.sent.Load()
-			if tok, err = c.session(ctx); err != nil {
-				return fmt.Errorf("%s: %w", r.op, err)
-			}
-			if c.sent.Load() != before {
-				// A login or refresh went out and took the slot: this
-				// request is paced on its own.
-				if err := c.pacer.Wait(ctx); err != nil {
-					return fmt.Errorf("%s: %w", r.op, err)
-				}
-			}
-		}
-		sent.Store(false)
-		if r.sending != nil {
-			r.sending()
-		}
-		status, body, err := c.exchange(ctx, r, tok.AccessToken)
-		if errors.Is(err, ErrFenced) {
-			return fmt.Errorf("%s: %w", r.op, err)
-		}
-		if err == nil && status/100 == 2 {
-			if r.auth {
-				c.served(tok)
-			}
-			if r.decode == nil {
-				return nil
-			}
-			if err = r.decode(body); err == nil {
-				c.noteRecovered(r.op)
-				return nil
-			}
-			if r.final {
-				return r.lost(body, err)
-			}
-			// A 200 with a body cut short or not JSON: worth another try.
-		}
-		if err != nil && r.final && sent.Load() {
-			return r.lost(body, err)
-		}
-		if err == nil {
-			apiErr := c.apiError(r.op, status, body)
-			if r.final && status >= 500 {
-				return r.lost(nil, apiErr)
-			}
-			if status == http.StatusUnauthorized && r.auth {
-				// A token that served calls: log in again once. A fresh
-				// one: escalating waits, never a burst of logins.
-				if c.tokenRejected(ctx, tok, apiErr) && !relogged {
-					relogged = true
-					continue
-				}
-				return apiErr
-			}
-			if !apiErr.Retryable() {
-				return apiErr
-			}
-			err = apiErr
-		}
-		if oneAttempt {
-			return fmt.Errorf("%s: one attempt: %w", r.op, err)
-		}
-		wait := bo.NextBackOff()
-		if wait == backoff.Stop {
-			if ctx.Err() != nil {
-				return fmt.Errorf("%s: %w", r.op, ctx.Err())
-			}
-			return fmt.Errorf("%s: giving up after %s: %w", r.op, c.cfg.Retry.MaxElapsed, err)
-		}
-		if errors.Is(err, ErrThrottled) {
-			// The pacer holds the next call until Retry-After has passed;
-			// no backoff on top of it.
-			wait = 0
-		}
-		c.noteFailure(r.op, err, max(wait, c.pacer.NotBefore().Sub(c.now())))
-		if err := Sleep(ctx, wait); err != nil {
-			return fmt.Errorf("%s: %w", r.op, err)
-		}
+	return ctx, &sent
+}
+
+// ready waits for the pacer and, for an authenticated request, for a
+// session: a login or refresh that went out took the slot, so the request
+// is then paced on its own.
+func (c *Client) ready(ctx context.Context, r request) (order.Token, error) {
+	if err := c.pacer.Wait(ctx); err != nil || !r.auth {
+		return order.Token{}, err
 	}
+	before := c.sent.Load()
+	tok, err := c.session(ctx)
+	if err != nil {
+		return tok, err
+	}
+	if c.sent.Load() != before {
+		err = c.pacer.Wait(ctx)
+	}
+	return tok, err
+}
+
+// step is what call does after an exchange.
+type step int
+
+const (
+	stop       step = iota // return the error (nil: done)
+	backOff                // try again after the backoff
+	loginAgain             // the token was rejected: log in again once
+)
+
+// judge says what an exchange's outcome means: err is the error to return or
+// to retry on.
+func (c *Client) judge(r request, tok order.Token, status int, body []byte, err error, sent bool) (step, error) {
+	if errors.Is(err, ErrFenced) {
+		return stop, fmt.Errorf("%s: %w", r.op, err)
+	}
+	if err == nil && status/100 == 2 {
+		if r.auth {
+			c.served(tok)
+		}
+		if r.decode == nil {
+			return stop, nil
+		}
+		if err = r.decode(body); err == nil {
+			c.noteRecovered(r.op)
+			return stop, nil
+		}
+		if r.final {
+			return stop, r.lost(body, err)
+		}
+		// A 200 with a body cut short or not JSON: worth another try.
+		return backOff, err
+	}
+	if err != nil {
+		if r.final && sent {
+			return stop, r.lost(body, err)
+		}
+		return backOff, err
+	}
+	apiErr := c.apiError(r.op, status, body)
+	switch {
+	case r.final && status >= 500:
+		return stop, r.lost(nil, apiErr)
+	case status == http.StatusUnauthorized && r.auth:
+		// A token that served calls: log in again once. A fresh one:
+		// escalating waits, never a burst of logins.
+		return loginAgain, apiErr
+	case !apiErr.Retryable():
+		return stop, apiErr
+	}
+	return backOff, apiErr
+}
+
+// backOff sleeps before the next attempt, or says why there is none.
+func (c *Client) backOff(ctx context.Context, r request, bo backoff.BackOff, err error) error {
+	wait := bo.NextBackOff()
+	if wait == backoff.Stop {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", r.op, ctx.Err())
+		}
+		return fmt.Errorf("%s: giving up after %s: %w", r.op, c.cfg.Retry.MaxElapsed, err)
+	}
+	if errors.Is(err, ErrThrottled) {
+		// The pacer holds the next call until Retry-After has passed; no
+		// backoff on top of it.
+		wait = 0
+	}
+	c.noteFailure(r.op, err, max(wait, c.pacer.NotBefore().Sub(c.now())))
+	if err := Sleep(ctx, wait); err != nil {
+		return fmt.Errorf("%s: %w", r.op, err)
+	}
+	return nil
 }
 
 // lost reports the failure of a final request after it was sent.

@@ -297,63 +297,73 @@ func (p *Pacer) tell(w Wait) {
 
 func (p *Pacer) observe(status int, t Throttle) {
 	now := p.cfg.Now()
-	// For Last: a response that lacks a limit's headers (a 429 names only
-	// the exhausted one) keeps what the last response said of it. The
-	// decisions below use only what this response said.
-	merged := t
-	if !merged.Long.Present {
-		merged.Long = p.last.Long
-	}
-	if !merged.Short.Present {
-		merged.Short = p.last.Short
-	}
-	if !merged.Route.Present {
-		merged.Route = p.last.Route
-	}
-	p.last = merged
-	block := func(d time.Duration, why string, reason WaitReason, reset time.Time) {
-		if !reset.IsZero() && !t.ServerTime.IsZero() && reset.After(t.ServerTime) {
-			// Never past the period's own reset by more than a minute
-			// (a Retry-After of days): as a restored wait (Remaining).
-			d = min(d, min(untilReset(reset, t.ServerTime, now), maxWait)+time.Minute)
-		}
-		d = max(min(d, maxWait), time.Second)
-		until := now.Add(d)
-		if !until.After(p.notBefore) {
-			return
-		}
-		// A wait that a second reason stretches by a little (a 429 and the
-		// headers of its period) is the same wait: told once. A spent daily
-		// quota names the wait whatever came first.
-		same := p.notBefore.After(now) && until.Sub(p.notBefore) < time.Minute
-		p.notBefore = until
-		w := Wait{Until: until, Reason: reason, Why: why, Measured: now, Announced: d, Reset: reset, ServerAt: t.ServerTime}
-		if same {
-			w.Why = p.wait.Why
-			if p.wait.Reason == WaitDailyQuota || reason != WaitDailyQuota {
-				w.Reason = p.wait.Reason
-			}
-			if w.Reset.IsZero() {
-				w.Reset, w.ServerAt = p.wait.Reset, p.wait.ServerAt
-			}
-		}
-		p.wait = w
-		if !same {
-			p.blockWhy = why
-			if p.cfg.OnBlock != nil {
-				p.cfg.OnBlock(until, why)
-			}
-		}
-	}
+	p.remember(t)
 	if status == http.StatusTooManyRequests {
 		d, why, reset := p.blockFor429(t, now)
 		reason := WaitThrottled
 		if t.Long.Present && t.Long.Limit > 0 && t.Long.CallsLeft == 0 {
 			reason = WaitDailyQuota
 		}
-		block(d, why, reason, reset)
+		p.block(now, t, d, why, reason, reset)
 	}
-	// Proactive: keep the reserve, and spread the rest over the period.
+	p.spacing = p.proactive(now, t)
+}
+
+// remember keeps t for Last. A response that lacks a limit's headers (a 429
+// names only the exhausted one) keeps what the last response said of it;
+// the decisions use only what this response said.
+func (p *Pacer) remember(t Throttle) {
+	if !t.Long.Present {
+		t.Long = p.last.Long
+	}
+	if !t.Short.Present {
+		t.Short = p.last.Short
+	}
+	if !t.Route.Present {
+		t.Route = p.last.Route
+	}
+	p.last = t
+}
+
+// block holds every call for d from now, unless a longer wait is in force.
+func (p *Pacer) block(now time.Time, t Throttle, d time.Duration, why string, reason WaitReason, reset time.Time) {
+	if !reset.IsZero() && !t.ServerTime.IsZero() && reset.After(t.ServerTime) {
+		// Never past the period's own reset by more than a minute (a
+		// Retry-After of days): as a restored wait (Remaining).
+		d = min(d, min(untilReset(reset, t.ServerTime, now), maxWait)+time.Minute)
+	}
+	d = max(min(d, maxWait), time.Second)
+	until := now.Add(d)
+	if !until.After(p.notBefore) {
+		return
+	}
+	// A wait that a second reason stretches by a little (a 429 and the
+	// headers of its period) is the same wait: told once. A spent daily
+	// quota names the wait whatever came first.
+	same := p.notBefore.After(now) && until.Sub(p.notBefore) < time.Minute
+	p.notBefore = until
+	w := Wait{Until: until, Reason: reason, Why: why, Measured: now, Announced: d, Reset: reset, ServerAt: t.ServerTime}
+	if same {
+		w.Why = p.wait.Why
+		if p.wait.Reason == WaitDailyQuota || reason != WaitDailyQuota {
+			w.Reason = p.wait.Reason
+		}
+		if w.Reset.IsZero() {
+			w.Reset, w.ServerAt = p.wait.Reset, p.wait.ServerAt
+		}
+	}
+	p.wait = w
+	if !same {
+		p.blockWhy = why
+		if p.cfg.OnBlock != nil {
+			p.cfg.OnBlock(until, why)
+		}
+	}
+}
+
+// proactive keeps each period's reserve (a block until it resets) and
+// returns the spacing that spreads the rest over the short periods.
+func (p *Pacer) proactive(now time.Time, t Throttle) time.Duration {
 	var spacing time.Duration
 	for _, per := range []struct {
 		Period
@@ -362,11 +372,8 @@ func (p *Pacer) observe(status int, t Throttle) {
 		name    string
 		reason  WaitReason
 	}{{t.Short, p.cfg.reserve(t.Short.Limit), true, "short", WaitReserve}, {t.Route, p.cfg.reserve(t.Route.Limit), true, "route", WaitReserve}, {t.Long, p.cfg.LongReserve, false, "long", WaitDailyQuota}} {
-		if !per.Present || per.Limit == 0 {
-			continue
-		}
-		if per.CallsLeft < 0 {
-			continue // unknown: no decision on a guess
+		if !per.Present || per.Limit == 0 || per.CallsLeft < 0 {
+			continue // absent, or unknown: no decision on a guess
 		}
 		if per.CallsLeft <= per.reserve {
 			// Decay is whole seconds, rounded down by the service: wait one more.
@@ -374,16 +381,14 @@ func (p *Pacer) observe(status int, t Throttle) {
 			if !t.ServerTime.IsZero() && per.Decay > 0 {
 				reset = t.ServerTime.Add(per.Decay)
 			}
-			block(per.Decay+time.Second, fmt.Sprintf("%s period: %d calls left, the reserve of %d is kept until it resets", per.name, per.CallsLeft, per.reserve), per.reason, reset)
+			p.block(now, t, per.Decay+time.Second, fmt.Sprintf("%s period: %d calls left, the reserve of %d is kept until it resets", per.name, per.CallsLeft, per.reserve), per.reason, reset)
 			continue
 		}
 		if per.spread && per.Decay > 0 {
-			if s := Spacing(per.Decay, per.CallsLeft-per.reserve); s > spacing {
-				spacing = s
-			}
+			spacing = max(spacing, Spacing(per.Decay, per.CallsLeft-per.reserve))
 		}
 	}
-	p.spacing = spacing
+	return spacing
 }
 
 // blockFor429 returns the wait a 429 asks for, why, and the exhausted

@@ -55,15 +55,32 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "nats")
-	var lastConnErr string // callbacks run one at a time (nats.go's async callback queue)
-
-	opts := []nats.Option{
+	auth, err := cfg.authOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]nats.Option{
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(cfg.ReconnectWait),
 		nats.ReconnectJitter(cfg.ReconnectWait/2, cfg.ReconnectWait/2),
 		nats.ReconnectBufSize(-1),
+	}, cfg.logOptions(log)...)
+	nc, err := nats.Connect(cfg.URL, append(opts, auth...)...)
+	if err != nil {
+		return nil, fmt.Errorf("nats: connect: %w", err)
+	}
+	if !nc.IsConnected() {
+		log.Warn("NATS not reachable yet; retrying in the background", "servers", redactedServers(nc))
+	}
+	return nc, nil
+}
+
+// logOptions log the connection's changes, one line each.
+func (cfg ConnConfig) logOptions(log *slog.Logger) []nats.Option {
+	var lastConnErr string // callbacks run one at a time (nats.go's async callback queue)
+	return []nats.Option{
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			lastConnErr = ""
 			log.Info("NATS connected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
@@ -104,7 +121,12 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 			log.Error("NATS asynchronous error", "err", err)
 		}),
 	}
+}
 
+// authOptions return the credentials' and TLS options, or the configuration
+// mistake that prevents them.
+func (cfg ConnConfig) authOptions() ([]nats.Option, error) {
+	var opts []nats.Option
 	switch {
 	case cfg.CredsFile != "" && cfg.NKeyFile != "":
 		return nil, errors.New("nats: give a creds file or an nkey seed file, not both")
@@ -133,15 +155,7 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 	if cfg.TLSCert != "" {
 		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
 	}
-
-	nc, err := nats.Connect(cfg.URL, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("nats: connect: %w", err)
-	}
-	if !nc.IsConnected() {
-		log.Warn("NATS not reachable yet; retrying in the background", "servers", redactedServers(nc))
-	}
-	return nc, nil
+	return opts, nil
 }
 
 // redactedServers lists the configured servers without credentials.

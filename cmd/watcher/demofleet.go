@@ -34,24 +34,12 @@ type demoFleet struct {
 // whenever the shops' holders change. dir is its temporary directory.
 func runDemoFleet(ctx context.Context, o demoFleet, dir string, stdout, stderr io.Writer) int {
 	fail := func(what string, err error) int { fmt.Fprintf(stderr, "demo: %s%v\n", what, err); return exitFail }
-	sims := plentysim.NewMulti(o.shops, plentysim.Config{Seed: time.Now().UnixNano()})
-	ids, tenants := sims.IDs(), make([]*plentysim.Server, o.shops)
-	for i, id := range ids {
-		tenants[i] = sims.Tenant(id)
-		tenants[i].Generate(o.orders, time.Now().Add(-30*24*time.Hour), time.Now().Add(-time.Minute))
-	}
-	simURL, stopSim, err := serveLocal(sims)
+	shopsOf, err := startDemoShops(o, dir)
 	if err != nil {
 		return fail("", err)
 	}
-	defer stopSim()
-	registry, list := filepath.Join(dir, "shops.json"), make([]shops.Shop, len(ids))
-	for i, id := range ids {
-		list[i] = shops.Shop{ID: id, URL: simURL + plentysim.TenantPath(id), Username: "demo", PasswordEnv: "DEMO_PASSWORD"}
-	}
-	if err := shops.WriteFile(registry, list); err != nil {
-		return fail("", err)
-	}
+	defer shopsOf.stop()
+	tenants, simURL, registry := shopsOf.tenants, shopsOf.url, shopsOf.registry
 	ns, err := startNATS(filepath.Join(dir, "jetstream"))
 	if err != nil {
 		return fail("NATS: ", err)
@@ -87,25 +75,7 @@ func runDemoFleet(ctx context.Context, o demoFleet, dir string, stdout, stderr i
 		}
 	}
 
-	leaving := ""
-	if o.leave > 0 {
-		leaving = fmt.Sprintf("\n  %s leaves after %s: its shops move to %s with their state", names[1], o.leave, names[0])
-	}
-	fmt.Fprintf(stdout, `orderwatch demo: %d simulated shops, NATS and a fleet of two watcher members in one process; nothing leaves this machine.
-  shops     %s%s ... %s  (user demo/demo, %d orders and %.3g changes/s each)
-  registry  %s  (WATCHER_SHOPS_FILE of both members)
-  NATS      %s  (JetStream stream ORDERS, subjects orders.<shop>.>)
-  %s  http://%s/state  (members, fair share, who runs which shop)  /shops/<shop>/state  /metrics
-  %s  http://%s/state%s
-Watch with the nats CLI:  nats --server %s sub 'orders.>'          (one shop: 'orders.%s.>')
-                          nats --server %s kv watch orderwatch_lease  (the shops' leases: which member holds which)
-Consume them in Go (docs/consuming.md, examples/): go run ./examples/since -nats %s -prefix 'orders.*' -since 1h
-A shop's orders in status 5 for over 48 h, from the member that runs it (the fleet: lines below):
-  go run ./cmd/watcher state -url http://%s -shop %s -status 5 -older-than 48h
-Events as they happen, with their shop (Ctrl-C to stop):
-`, o.shops, simURL, plentysim.TenantPath(ids[0]), ids[len(ids)-1], o.orders, o.rate, registry, natsURL, names[0], addrs[0], names[1], addrs[1],
-		leaving, natsURL, ids[0], natsURL, natsURL, addrs[0], ids[0])
-
+	printFleetBanner(stdout, o, shopsOf, natsURL, names, addrs)
 	if o.leave > 0 {
 		defer time.AfterFunc(o.leave, func() {
 			if ctx.Err() != nil {
@@ -124,6 +94,63 @@ Events as they happen, with their shop (Ctrl-C to stop):
 		return fail("", err)
 	}
 	return exitOK
+}
+
+// demoShops are the demo fleet's simulated shops and their registry.
+type demoShops struct {
+	ids      []string
+	tenants  []*plentysim.Server
+	url      string // the simulator's base URL
+	registry string // the registry file
+	stop     func()
+}
+
+// startDemoShops serves o.shops simulated shops on loopback and writes their
+// registry under dir.
+func startDemoShops(o demoFleet, dir string) (demoShops, error) {
+	sims := plentysim.NewMulti(o.shops, plentysim.Config{Seed: time.Now().UnixNano()})
+	d := demoShops{ids: sims.IDs(), tenants: make([]*plentysim.Server, o.shops), registry: filepath.Join(dir, "shops.json")}
+	for i, id := range d.ids {
+		d.tenants[i] = sims.Tenant(id)
+		d.tenants[i].Generate(o.orders, time.Now().Add(-30*24*time.Hour), time.Now().Add(-time.Minute))
+	}
+	url, stop, err := serveLocal(sims)
+	if err != nil {
+		return d, err
+	}
+	d.url, d.stop = url, stop
+	list := make([]shops.Shop, len(d.ids))
+	for i, id := range d.ids {
+		list[i] = shops.Shop{ID: id, URL: url + plentysim.TenantPath(id), Username: "demo", PasswordEnv: "DEMO_PASSWORD"}
+	}
+	if err := shops.WriteFile(d.registry, list); err != nil {
+		stop()
+		return d, err
+	}
+	return d, nil
+}
+
+// printFleetBanner tells what the demo fleet runs and how to watch it.
+func printFleetBanner(stdout io.Writer, o demoFleet, d demoShops, natsURL string, names, addrs []string) {
+	ids := d.ids
+	leaving := ""
+	if o.leave > 0 {
+		leaving = fmt.Sprintf("\n  %s leaves after %s: its shops move to %s with their state", names[1], o.leave, names[0])
+	}
+	fmt.Fprintf(stdout, `orderwatch demo: %d simulated shops, NATS and a fleet of two watcher members in one process; nothing leaves this machine.
+  shops     %s%s ... %s  (user demo/demo, %d orders and %.3g changes/s each)
+  registry  %s  (WATCHER_SHOPS_FILE of both members)
+  NATS      %s  (JetStream stream ORDERS, subjects orders.<shop>.>)
+  %s  http://%s/state  (members, fair share, who runs which shop)  /shops/<shop>/state  /metrics
+  %s  http://%s/state%s
+Watch with the nats CLI:  nats --server %s sub 'orders.>'          (one shop: 'orders.%s.>')
+                          nats --server %s kv watch orderwatch_lease  (the shops' leases: which member holds which)
+Consume them in Go (docs/consuming.md, examples/): go run ./examples/since -nats %s -prefix 'orders.*' -since 1h
+A shop's orders in status 5 for over 48 h, from the member that runs it (the fleet: lines below):
+  go run ./cmd/watcher state -url http://%s -shop %s -status 5 -older-than 48h
+Events as they happen, with their shop (Ctrl-C to stop):
+`, o.shops, d.url, plentysim.TenantPath(ids[0]), ids[len(ids)-1], o.orders, o.rate, d.registry, natsURL, names[0], addrs[0], names[1], addrs[1],
+		leaving, natsURL, ids[0], natsURL, natsURL, addrs[0], ids[0])
 }
 
 // demoPassword is the demo's environment of the registry's passwordEnv.
