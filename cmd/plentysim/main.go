@@ -184,22 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "plentysim")
 
-	now := time.Now()
-	var sims []*plentysim.Server
-	var handler http.Handler
-	if o.shops == 0 {
-		sim := plentysim.New(o.cfg)
-		sims, handler = []*plentysim.Server{sim}, sim
-	} else {
-		tenants := plentysim.NewMulti(o.shops, o.cfg)
-		for _, id := range tenants.IDs() {
-			sims = append(sims, tenants.Tenant(id))
-		}
-		handler = tenants
-	}
-	for _, sim := range sims {
-		sim.Generate(o.orders, now.Add(-o.span), now)
-	}
+	sims, handler := o.simulators()
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -213,18 +198,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	if o.shops == 0 {
-		fmt.Fprintf(stdout, "plentysim: serving http://%s username=%s password=%s orders=%d\n",
-			ln.Addr(), o.cfg.Username, o.cfg.Password, o.orders)
-	} else {
-		fmt.Fprintf(stdout, "plentysim: serving %d shops on http://%s username=%s password=%s orders=%d each\n",
-			o.shops, ln.Addr(), o.cfg.Username, o.cfg.Password, o.orders)
-		for i := range o.shops {
-			id := plentysim.TenantName(i, o.shops)
-			fmt.Fprintf(stdout, "shop %s http://%s%s\n", id, ln.Addr(), plentysim.TenantPath(id))
-		}
-	}
-
+	o.printServing(stdout, ln.Addr())
 	var wg sync.WaitGroup
 	mctx, stopMutator := context.WithCancel(ctx)
 	defer stopMutator()
@@ -253,6 +227,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stopMutator()
 	wg.Wait()
 	return code
+}
+
+// simulators are the simulated shops of o, with their orders generated, and
+// the handler serving them (one shop, or tenants under /shops/<id>).
+func (o options) simulators() ([]*plentysim.Server, http.Handler) {
+	now := time.Now()
+	var sims []*plentysim.Server
+	var handler http.Handler
+	if o.shops == 0 {
+		sim := plentysim.New(o.cfg)
+		sims, handler = []*plentysim.Server{sim}, sim
+	} else {
+		tenants := plentysim.NewMulti(o.shops, o.cfg)
+		for _, id := range tenants.IDs() {
+			sims = append(sims, tenants.Tenant(id))
+		}
+		handler = tenants
+	}
+	for _, sim := range sims {
+		sim.Generate(o.orders, now.Add(-o.span), now)
+	}
+	return sims, handler
+}
+
+// printServing tells where the shops are served and their credentials.
+func (o options) printServing(stdout io.Writer, addr net.Addr) {
+	if o.shops == 0 {
+		fmt.Fprintf(stdout, "plentysim: serving http://%s username=%s password=%s orders=%d\n",
+			addr, o.cfg.Username, o.cfg.Password, o.orders)
+	} else {
+		fmt.Fprintf(stdout, "plentysim: serving %d shops on http://%s username=%s password=%s orders=%d each\n",
+			o.shops, addr, o.cfg.Username, o.cfg.Password, o.orders)
+		for i := range o.shops {
+			id := plentysim.TenantName(i, o.shops)
+			fmt.Fprintf(stdout, "shop %s http://%s%s\n", id, addr, plentysim.TenantPath(id))
+		}
+	}
+
 }
 
 // logRequests logs method, path, query, status and duration of every request.

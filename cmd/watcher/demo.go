@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/orderwatch/orderwatch/events"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/shopid"
 )
@@ -52,13 +53,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer os.RemoveAll(dir)
-	if *nShops > 1 {
-		return runDemoFleet(ctx, demoFleet{shops: *nShops, orders: *orders, rate: *rate, interval: *interval, leave: *leave, verbose: *verbose}, dir, stdout, stderr)
+	o := demoOptions{shops: *nShops, orders: *orders, rate: *rate, interval: *interval, leave: *leave, verbose: *verbose}
+	if o.shops > 1 {
+		return runDemoFleet(ctx, o, dir, stdout, stderr)
 	}
+	return runDemoShop(ctx, o, dir, stdout, stderr)
+}
 
+// runDemoShop is `watcher demo`: a simulated shop, an embedded NATS server
+// and one watcher; it prints each event. dir is its temporary directory.
+func runDemoShop(ctx context.Context, o demoOptions, dir string, stdout, stderr io.Writer) int {
 	// The simulated shop.
 	sim := plentysim.New(plentysim.Config{Seed: time.Now().UnixNano()})
-	sim.Generate(*orders, time.Now().Add(-30*24*time.Hour), time.Now().Add(-time.Minute))
+	sim.Generate(o.orders, time.Now().Add(-30*24*time.Hour), time.Now().Add(-time.Minute))
 	simURL, stopSim, err := serveLocal(sim)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
@@ -75,9 +82,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer ns.Shutdown()
 	natsURL := ns.ClientURL()
 
-	cfg := demoConfig(simURL, natsURL, filepath.Join(dir, "state.db"), *interval)
+	cfg := demoConfig(simURL, natsURL, filepath.Join(dir, "state.db"), o.interval)
 	level := "warn"
-	if *verbose {
+	if o.verbose {
 		level = "info"
 	}
 	d, err := newDaemon(cfg, newLogger(stderr, "text", level))
@@ -101,9 +108,9 @@ In another terminal of this clone (docs/consuming.md, examples/):
   go run ./examples/alert-webhook -nats %s -status 7 -webhook <URL>   # one line per order entering status 7
   go run ./cmd/watcher state -url %s -status 5 -older-than 48h        # orders in status 5 for over 48 h
 Events as they happen (Ctrl-C to stop):
-`, simURL, *orders, *rate, natsURL, web, web, *interval, web, natsURL, natsURL, natsURL, natsURL, natsURL, web)
+`, simURL, o.orders, o.rate, natsURL, web, web, o.interval, web, natsURL, natsURL, natsURL, natsURL, natsURL, web)
 
-	err = showEvents(ctx, natsURL, []*plentysim.Server{sim}, *rate, "the watcher made %d calls to the shop", stdout, func() error { return d.Run(ctx) })
+	err = showEvents(ctx, natsURL, []*plentysim.Server{sim}, o.rate, "the watcher made %d calls to the shop", stdout, func() error { return d.Run(ctx) })
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitFail
@@ -265,69 +272,43 @@ func printEvents(url string, w io.Writer, tally *eventTally, withShop bool) (*na
 
 // eventOrderID is the order id of an event (0 when unreadable).
 func eventOrderID(data []byte) int64 {
-	var ev struct {
-		Data struct {
-			OrderID int64 `json:"orderId"`
-		} `json:"data"`
-	}
+	var ev events.Event
 	_ = json.Unmarshal(data, &ev)
 	return ev.Data.OrderID
 }
 
 // describeEvent renders an event for a person: "#1042 status 5 -> 7 (unlocked)".
+// It reads what it can of the event (the demo's own events; no validation).
 func describeEvent(data []byte) string {
-	var ev struct {
-		Type string `json:"type"`
-		Data struct {
-			OrderID int64 `json:"orderId"`
-			Before  *struct {
-				StatusID   json.Number `json:"statusId"`
-				LockStatus string      `json:"lockStatus"`
-			} `json:"before"`
-			After struct {
-				StatusID   json.Number `json:"statusId"`
-				LockStatus string      `json:"lockStatus"`
-			} `json:"after"`
-			Labels eventLabels `json:"labels"`
-		} `json:"data"`
-	}
+	var ev events.Event
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return "unreadable event: " + err.Error()
 	}
 	a, b := ev.Data.After, ev.Data.Before
 	id := fmt.Sprintf("#%d", ev.Data.OrderID)
-	switch strings.TrimPrefix(ev.Type, "order.") {
-	case "created":
-		return fmt.Sprintf("%s created (status %s, %s)%s", id, a.StatusID, a.LockStatus, ev.Data.Labels)
-	case "discovered":
-		return fmt.Sprintf("%s discovered (status %s, %s)%s", id, a.StatusID, a.LockStatus, ev.Data.Labels)
-	case "status_changed":
+	switch ev.Type {
+	case events.Created, events.Discovered:
+		return fmt.Sprintf("%s %s (status %s, %s)%s", id, strings.TrimPrefix(string(ev.Type), "order."), a.StatusID, a.LockStatus, labelsText(ev.Data.Labels))
+	case events.StatusChanged:
 		if b != nil {
 			return fmt.Sprintf("%s status %s -> %s (%s)", id, b.StatusID, a.StatusID, a.LockStatus)
 		}
-	case "lock_changed":
+	case events.LockChanged:
 		if b != nil {
 			return fmt.Sprintf("%s lock %s -> %s (status %s)", id, b.LockStatus, a.LockStatus, a.StatusID)
 		}
-	case "updated":
+	case events.Updated:
 		return fmt.Sprintf("%s updated (status %s)", id, a.StatusID)
 	}
 	return fmt.Sprintf("%s %s", id, ev.Type)
 }
 
-// eventLabels is the part of data.labels the demo prints: " [DE, EUR,
+// labelsText is the part of data.labels the demo prints: " [DE, EUR,
 // payment Captured]", empty when the event has no labels.
-type eventLabels struct {
-	Countries map[string]struct {
-		ISO string `json:"iso"`
-	} `json:"countries"`
-	Currencies      map[string]json.RawMessage `json:"currencies"`
-	PaymentStatuses map[string]struct {
-		Name string `json:"name"`
-	} `json:"paymentStatuses"`
-}
-
-func (l eventLabels) String() string {
+func labelsText(l *events.Labels) string {
+	if l == nil {
+		return ""
+	}
 	var parts []string
 	for _, c := range l.Countries {
 		parts = append(parts, c.ISO)

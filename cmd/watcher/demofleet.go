@@ -18,8 +18,8 @@ import (
 	"github.com/orderwatch/orderwatch/shops"
 )
 
-// demoFleet are the flags of `watcher demo -shops N`.
-type demoFleet struct {
+// demoOptions are the flags of `watcher demo`.
+type demoOptions struct {
 	shops, orders int
 	rate          float64
 	interval      time.Duration
@@ -32,7 +32,7 @@ type demoFleet struct {
 // server and two fleet members (fleet.Serve, as `watcher run` in fleet
 // mode) sharing the shops; it prints each event with its shop and a line
 // whenever the shops' holders change. dir is its temporary directory.
-func runDemoFleet(ctx context.Context, o demoFleet, dir string, stdout, stderr io.Writer) int {
+func runDemoFleet(ctx context.Context, o demoOptions, dir string, stdout, stderr io.Writer) int {
 	fail := func(what string, err error) int { fmt.Fprintf(stderr, "demo: %s%v\n", what, err); return exitFail }
 	shopsOf, err := startDemoShops(o, dir)
 	if err != nil {
@@ -107,7 +107,7 @@ type demoShops struct {
 
 // startDemoShops serves o.shops simulated shops on loopback and writes their
 // registry under dir.
-func startDemoShops(o demoFleet, dir string) (demoShops, error) {
+func startDemoShops(o demoOptions, dir string) (demoShops, error) {
 	sims := plentysim.NewMulti(o.shops, plentysim.Config{Seed: time.Now().UnixNano()})
 	d := demoShops{ids: sims.IDs(), tenants: make([]*plentysim.Server, o.shops), registry: filepath.Join(dir, "shops.json")}
 	for i, id := range d.ids {
@@ -131,7 +131,7 @@ func startDemoShops(o demoFleet, dir string) (demoShops, error) {
 }
 
 // printFleetBanner tells what the demo fleet runs and how to watch it.
-func printFleetBanner(stdout io.Writer, o demoFleet, d demoShops, natsURL string, names, addrs []string) {
+func printFleetBanner(stdout io.Writer, o demoOptions, d demoShops, natsURL string, names, addrs []string) {
 	ids := d.ids
 	leaving := ""
 	if o.leave > 0 {
