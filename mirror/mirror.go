@@ -87,7 +87,7 @@ type Store interface {
 	LoadRecord(name string, v any) (bool, error)
 	SaveRecord(name string, v any) error
 	ApplyMirrored(states []state.Mirrored, recs ...state.Record) error
-	RestoreCheckpoint(c state.Checkpoint, own func(string) bool) error
+	RestoreWith(c state.Checkpoint, p state.Restore) error
 	Checkpoint() (state.Checkpoint, bool, error)
 	RevertOutbox(undo func(state.OutboxEntry) (state.Undo, error)) (int, error)
 	DumpOrders(w io.Writer) (int, error)
@@ -128,6 +128,11 @@ type Config struct {
 	// with the group's checkpoint it restored, or nil when the file
 	// continues as it is. An error fails the takeover.
 	BeforeTenure func(ctx context.Context, restored *lease.Checkpoint) error
+	// Merge, when set, is asked about every record (not Own) at each
+	// restore of a checkpoint cp (state.Restore.Merge: in the restore's
+	// transaction): the group's limits the file knows and the group may
+	// not (package replica) are merged, not replaced.
+	Merge func(cp lease.Checkpoint, name string, ckpt json.RawMessage, file func(name string) json.RawMessage) (json.RawMessage, bool)
 }
 
 // Mirror is one replica's link to the group's stream, checkpoints and dumps.
@@ -408,7 +413,7 @@ func (m *Mirror) rewind(w time.Time) error {
 	}
 	m.log.Warn("no checkpoint of the group to rewind to: the watermark goes back before the undone changes", "from", own.Watermark, "to", w)
 	own.Watermark = w
-	return m.cfg.Store.RestoreCheckpoint(own, func(string) bool { return true })
+	return m.cfg.Store.RestoreWith(own, state.Restore{Own: func(string) bool { return true }})
 }
 
 // ApplyCheckpoint writes the latest checkpoint into the state file when it
@@ -442,7 +447,13 @@ func (m *Mirror) ApplyCheckpoint(ctx context.Context, force bool) (bool, error) 
 	if err != nil || !found {
 		return false, err
 	}
-	if err := m.cfg.Store.RestoreCheckpoint(st, m.own); err != nil {
+	p := state.Restore{Own: m.own}
+	if m.cfg.Merge != nil {
+		p.Merge = func(name string, v json.RawMessage, file func(string) json.RawMessage) (json.RawMessage, bool) {
+			return m.cfg.Merge(cp, name, v, file)
+		}
+	}
+	if err := m.cfg.Store.RestoreWith(st, p); err != nil {
 		return false, err
 	}
 	m.ckpt.Store(id)
