@@ -21,6 +21,7 @@ import (
 // the change lies above it and gets exactly one event (a successor that
 // picks its own, later baseline records it silently: lost).
 func TestTakeoverInsideFirstSync(t *testing.T) {
+	t.Parallel()
 	w := &chaosWorld{t: t, g: newGroup(t), rng: rand.New(rand.NewPCG(1, 2)), faults: map[string]int{}, quiet: true}
 	sim := plentysim.New(plentysim.Config{Seed: 3})
 	sim.Generate(300, time.Now().Add(-20*time.Hour), time.Now().Add(-time.Minute))
