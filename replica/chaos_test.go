@@ -315,12 +315,21 @@ func (w *chaosWorld) arm429(d time.Duration, daily bool) {
 	}
 }
 
-// chaosSessions is the shop's limit of concurrent sessions.
-const chaosSessions = 3
+// The shop's limits. A replica killed inside its login leaves a session
+// the service opened and nobody holds (a token never saved): with three
+// replicas and a limit of 3, one such session keeps the third replica out
+// for the client's login backoff (5 min, by design), longer than the
+// group's liveness is judged by (seen under load: logins take longer, more
+// kills land inside one). Sessions are judged by the faults package; here
+// the shop allows the replicas' sessions and the ones kills leave.
+const (
+	chaosSessions   = 12
+	chaosDailyLimit = 166000
+)
 
 // startShop is the simulator behind a recorder that answers 429 when armed.
 func (w *chaosWorld) startShop() {
-	sim := plentysim.New(plentysim.Config{Seed: 1, MaxSessions: chaosSessions})
+	sim := plentysim.New(plentysim.Config{Seed: 1, MaxSessions: chaosSessions, Limits: plentysim.Limits{LongLimit: chaosDailyLimit}})
 	sim.Generate(5, time.Now().Add(-time.Hour), time.Now().Add(-time.Minute))
 	w.sim, w.initial = sim, map[int64]plentysim.Order{}
 	for _, o := range sim.Orders() {
@@ -346,7 +355,11 @@ func (w *chaosWorld) startShop() {
 		}
 		secs := strconv.Itoa(int(a.d / time.Second))
 		if a.daily {
-			rw.Header().Set(plenty.PrefixLong+"-Limit", "1000")
+			// The shop's own daily limit (a spent quota is no
+			// calls left, not a smaller limit: a limit of 1,000 set the
+			// budget to 250 calls a day, a sweep minutes apart, longer
+			// than the group's liveness is judged by).
+			rw.Header().Set(plenty.PrefixLong+"-Limit", strconv.Itoa(chaosDailyLimit))
 			rw.Header().Set(plenty.PrefixLong+"-Calls-Left", "0")
 			rw.Header().Set(plenty.PrefixLong+"-Decay", secs)
 		} else {
@@ -482,7 +495,9 @@ func (w *chaosWorld) judge() (takeovers int) {
 		by[c.instance]++
 	}
 	t.Logf("calls by replica %v", by)
-	t.Logf("%d calls, %d waits announced, %d takeovers, faults %v, NATS faults %d", len(w.calls), len(w.waits), takeovers, w.faults, natsFaults.Load())
+	st := w.sim.Stats()
+	t.Logf("%d calls, %d waits announced, %d takeovers, faults %v, NATS faults %d; the shop: %d logins, at most %d sessions at once",
+		len(w.calls), len(w.waits), takeovers, w.faults, natsFaults.Load(), st.LoginCalls, st.MaxConcurrentSessions)
 	return takeovers
 }
 
