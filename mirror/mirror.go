@@ -763,17 +763,27 @@ func (m *Mirror) position(ctx context.Context) (uint64, time.Time, error) {
 // (when the outbox is empty: else the next sweep's) and, after the first
 // sweep of a tenure and then every DumpEvery, a snapshot dump; the
 // tenure's first dump (once the first sync is done) is written before the
-// checkpoint, and without it no checkpoint is. It returns whether a
-// checkpoint was written. During the first sync (no dump yet) it writes
-// the checkpoint alone: the active calls it as soon as it records the
-// baseline (replica.Checkpoint), before the sync reads.
+// checkpoint, and without it no checkpoint is; inside the first sync, once
+// it committed a watermark, every checkpoint comes after a dump. It
+// returns whether a checkpoint was written. Before the first sync reads it
+// writes the checkpoint alone: the active calls it as soon as it records
+// the baseline (replica.Checkpoint).
 func (m *Mirror) Committed(ctx context.Context, l *lease.Lease) (bool, error) {
 	m.writing.Lock() // the checkpoint loop and the first sync's baseline
 	defer m.writing.Unlock()
 	m.mu.Lock()
 	first := !m.dumped
 	m.mu.Unlock()
-	if first && m.cfg.Dumps != nil {
+	st, _, err := m.cfg.Store.Checkpoint()
+	if err != nil {
+		return false, err
+	}
+	// Inside the first sync, once it committed a slice: the orders it
+	// read are in no event of the stream, so every checkpoint that hands
+	// its watermark on comes after a dump that holds them (else a
+	// successor continues from the watermark without them).
+	syncing := !st.BaselineDone && !st.Watermark.IsZero()
+	if (first || syncing) && m.cfg.Dumps != nil {
 		// The tenure's first dump goes before its checkpoint: a checkpoint
 		// saying that the first sync is done never becomes the group's
 		// newest without a dump of the snapshot that sync recorded (no
@@ -836,8 +846,8 @@ func (m *Mirror) checkpoint(ctx context.Context, l *lease.Lease) (bool, error) {
 
 func (m *Mirror) dump(ctx context.Context, l *lease.Lease) error {
 	st, _, err := m.cfg.Store.Checkpoint()
-	if err != nil || !st.BaselineDone {
-		return err // no dump during the first sync: nothing worth a standby's while
+	if err != nil || (!st.BaselineDone && st.Watermark.IsZero()) {
+		return err // the first sync has read nothing yet: nothing worth a standby's while
 	}
 	seq, created, err := m.position(ctx)
 	if err != nil {

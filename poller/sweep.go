@@ -68,6 +68,13 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 		meta.Watermark = hi
 	}
 	lo := p.cfg.StartFrom.Truncate(time.Second)
+	if meta.Watermark.IsZero() && !meta.SyncStart.IsZero() {
+		// A first sync another process began (a takeover inside it)
+		// or this file's before a restart: from its start, not this
+		// process's own (now - 24 h is later: what lies between would
+		// be read by nobody).
+		lo = meta.SyncStart.Truncate(time.Second)
+	}
 	if !meta.Watermark.IsZero() {
 		lo = p.sweepFrom(meta.Watermark, st.Rewound.IsZero())
 	}
@@ -136,7 +143,7 @@ func (p *Poller) fits(lo, hi, watermark time.Time) time.Time {
 // has none, and tells the group (tellBaseline).
 func (p *Poller) recordBaseline(ctx context.Context, meta *state.Meta, hi time.Time) error {
 	if meta.Baseline.IsZero() {
-		if err := p.store.SetBaseline(hi); err != nil {
+		if err := p.store.SetBaselineFrom(p.cfg.StartFrom.Truncate(time.Second), hi); err != nil {
 			return err
 		}
 		meta.Baseline = hi

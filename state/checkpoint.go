@@ -18,11 +18,13 @@ import (
 // over: everything of the state file except the snapshot, the outbox and
 // the token (each replica has its own session).
 type Checkpoint struct {
-	Watermark    time.Time                  `json:"watermark"`
-	Baseline     time.Time                  `json:"baseline"`
-	BaselineDone bool                       `json:"baselineDone"`
-	LastSweep    time.Time                  `json:"lastSweep"`
-	Records      map[string]json.RawMessage `json:"records,omitempty"`
+	Watermark    time.Time `json:"watermark"`
+	Baseline     time.Time `json:"baseline"`
+	BaselineDone bool      `json:"baselineDone"`
+	LastSweep    time.Time `json:"lastSweep"`
+	// SyncStart is where the first sync began reading (Meta.SyncStart).
+	SyncStart time.Time                  `json:"syncStart,omitzero"`
+	Records   map[string]json.RawMessage `json:"records,omitempty"`
 	// Quarantine is the active's quarantine of undecodable orders: its
 	// watermark has passed them, so a replica taking over must retry them.
 	// It holds the first CheckpointQuarantineMax records (by order id) as
@@ -60,7 +62,7 @@ func (s *Store) Checkpoint() (c Checkpoint, quiet bool, err error) {
 		if err != nil {
 			return err
 		}
-		c = Checkpoint{Watermark: m.Watermark, Baseline: m.Baseline, BaselineDone: m.BaselineDone, LastSweep: m.LastSweep, Records: map[string]json.RawMessage{}}
+		c = Checkpoint{Watermark: m.Watermark, Baseline: m.Baseline, BaselineDone: m.BaselineDone, LastSweep: m.LastSweep, SyncStart: m.SyncStart, Records: map[string]json.RawMessage{}}
 		quiet = tx.Bucket(bucketOutbox).Stats().KeyN == 0
 		if err := tx.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
 			c.Records[string(k)] = append(json.RawMessage(nil), v...)
@@ -124,7 +126,7 @@ func (s *Store) RestoreWith(c Checkpoint, p Restore) error {
 		for _, f := range []struct {
 			key []byte
 			t   time.Time
-		}{{keyWatermark, c.Watermark}, {keyBaseline, c.Baseline}, {keyLastSweep, c.LastSweep}} {
+		}{{keyWatermark, c.Watermark}, {keyBaseline, c.Baseline}, {keyLastSweep, c.LastSweep}, {keySyncStart, c.SyncStart}} {
 			var err error
 			if f.t.IsZero() {
 				err = meta.Delete(f.key)
