@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -70,11 +71,7 @@ func TestFirstSyncCheckpointNeedsItsDump(t *testing.T) {
 func TestCheckpointInsideFirstSyncCarriesItsSnapshot(t *testing.T) {
 	s := runServer(t)
 	ctx := context.Background()
-	a := newReplica(t, s, "a")
-	waitFor(t, "a active", 5*time.Second, a.lease.Active)
-	if _, err := a.m.Takeover(ctx, a.lease, true); err != nil {
-		t.Fatal(err)
-	}
+	a := newActive(t, s, "a")
 	if err := a.store.SetBaseline(t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -114,4 +111,15 @@ func TestCheckpointInsideFirstSyncCarriesItsSnapshot(t *testing.T) {
 	if missing > 0 {
 		t.Errorf("b continues the first sync from a's watermark %v without %d of the 50 orders a read below it", m.Watermark, missing)
 	}
+}
+
+// newActive is the replica name, active, its takeover done (at its start).
+func newActive(t *testing.T, s testnats.Server, name string) *replica {
+	t.Helper()
+	r := newReplica(t, s, name)
+	waitFor(t, name+" active", 5*time.Second, r.lease.Active)
+	if _, err := r.m.Takeover(context.Background(), r.lease, true); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -31,23 +31,7 @@ func TestTakeoverInsideFirstSync(t *testing.T) {
 	}
 	// r1's first reading search (past the one that learns the server
 	// clock, itemsPerPage=1) is held until r1 is dead, then refused.
-	reading, dead := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if instanceOf(r.Header.Get("User-Agent")) == "r1" && strings.Contains(r.URL.Path, "/orders") && r.URL.Query().Get("itemsPerPage") != "1" {
-			once.Do(func() { close(reading) })
-			select {
-			case <-dead:
-			case <-r.Context().Done():
-			}
-			http.Error(rw, "gone", http.StatusServiceUnavailable)
-			return
-		}
-		sim.ServeHTTP(rw, r)
-	}))
-	t.Cleanup(srv.Close)
-	w.shop = srv.URL
-	w.g.key = lease.Key(w.shop, stream)
+	reading, dead := w.holdFirstReads(sim)
 
 	r1 := w.start("r1", 11)
 	testnats.WaitFor(t, "r1 active", 20*time.Second, func() bool { return r1.w.Working() })
@@ -125,32 +109,15 @@ func TestTakeoverInsideFirstSyncKeepsItsStart(t *testing.T) {
 	// clock) is held until it is dead, then refused: it dies inside its
 	// first sync, its baseline (and no watermark) in the group's
 	// checkpoint.
-	reads, dead := 0, make(chan struct{})
-	var mu sync.Mutex
-	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if instanceOf(r.Header.Get("User-Agent")) == "r1" && strings.Contains(r.URL.Path, "/orders") && r.URL.Query().Get("itemsPerPage") != "1" {
-			mu.Lock()
-			reads++
-			n := reads
-			mu.Unlock()
-			if n >= 1 {
-				select {
-				case <-dead:
-				case <-r.Context().Done():
-				}
-				http.Error(rw, "gone", http.StatusServiceUnavailable)
-				return
-			}
-		}
-		sim.ServeHTTP(rw, r)
-	}))
-	t.Cleanup(srv.Close)
-	w.shop = srv.URL
-	w.g.key = lease.Key(w.shop, stream)
+	reading, dead := w.holdFirstReads(sim)
 
 	r1 := w.start("r1", 11)
 	testnats.WaitFor(t, "r1 active", 20*time.Second, func() bool { return r1.w.Working() })
-	testnats.WaitFor(t, "r1 reading", 20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return reads >= 1 })
+	select {
+	case <-reading:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("r1 never read:\n%s", r1.logs.String())
+	}
 	time.Sleep(time.Until(edge.Add(24*time.Hour + 2*time.Second))) // a successor's own start is past the order
 	r2 := w.start("r2", 12)
 	r1.nc.Close()
@@ -185,4 +152,29 @@ func TestTakeoverInsideFirstSyncKeepsItsStart(t *testing.T) {
 		t.Errorf("order %d, last changed between the first active's start and its successor's, then changed: events %v, want one order.status_changed\nr2's log:\n%s",
 			old.ID, got, tail(r2.logs.String(), 6000))
 	}
+}
+
+// holdFirstReads serves sim as the world's shop, with r1's reading
+// searches (past the one that learns the server clock, itemsPerPage=1)
+// held until dead is closed, then refused; reading is closed at the
+// first.
+func (w *chaosWorld) holdFirstReads(sim *plentysim.Server) (reading <-chan struct{}, dead chan struct{}) {
+	read, dead := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if instanceOf(r.Header.Get("User-Agent")) == "r1" && strings.Contains(r.URL.Path, "/orders") && r.URL.Query().Get("itemsPerPage") != "1" {
+			once.Do(func() { close(read) })
+			select {
+			case <-dead:
+			case <-r.Context().Done():
+			}
+			http.Error(rw, "gone", http.StatusServiceUnavailable)
+			return
+		}
+		sim.ServeHTTP(rw, r)
+	}))
+	w.t.Cleanup(srv.Close)
+	w.shop = srv.URL
+	w.g.key = lease.Key(w.shop, stream)
+	return read, dead
 }

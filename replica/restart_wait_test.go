@@ -10,7 +10,6 @@ import (
 
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty"
-	"github.com/orderwatch/orderwatch/replica"
 )
 
 // holdAs has another process (instance) hold the lease key until release:
@@ -54,20 +53,8 @@ func (g *group) holdAs(instance string) (release func()) {
 // only: the restarted process lost the wait at the rewind.
 func TestRestartKeepsTheReplicasOwnWait(t *testing.T) {
 	g := newGroup(t)
-	bk, kv := g.faultyBuckets()
-	g.configure = func(n string, c *replica.Config) {
-		if n == "a" {
-			c.Buckets = bk
-		}
-	}
-	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
-	kv.failWrites.Store(1 << 20)
-	until := time.Now().Add(time.Hour)
-	w := plenty.Wait{Until: until, Reason: plenty.WaitThrottled, Why: "429 whose group write failed before a restart", Measured: time.Now(), Announced: time.Hour}
-	_ = plenty.SaveWait(a.rep.Records(a.store), w)
-	if strings.Contains(g.limits(), w.Why) {
-		t.Fatal("the wait reached the group: the fault did not hold")
-	}
+	a, kv, w := g.activeWithUnwrittenWait("429 whose group write failed before a restart")
+	until := w.Until
 	path := a.store.Path()
 	a.ckpt.fail.Store(true) // dies as in a crash: no last checkpoint (its buckets are on a connection that stays)
 	a.kill()
