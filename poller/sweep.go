@@ -67,14 +67,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 		p.rewound(meta.Watermark, hi)
 		meta.Watermark = hi
 	}
-	lo := p.cfg.StartFrom.Truncate(time.Second)
-	if meta.Watermark.IsZero() && !meta.SyncStart.IsZero() {
-		// A first sync another process began (a takeover inside it)
-		// or this file's before a restart: from its start, not this
-		// process's own (now - 24 h is later: what lies between would
-		// be read by nobody).
-		lo = meta.SyncStart.Truncate(time.Second)
-	}
+	lo := p.syncFrom(meta)
 	if !meta.Watermark.IsZero() {
 		lo = p.sweepFrom(meta.Watermark, st.Rewound.IsZero())
 	}
@@ -116,6 +109,18 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	}
 	sw.lo, sw.hi, sw.pos = lo, hi, lo
 	return st, sw.run(ctx, lo, hi)
+}
+
+// syncFrom is where a sweep without a watermark reads from: where the
+// first sync began when it is recorded (a takeover inside a first sync
+// another process began, a restart inside this file's), not this
+// process's own start (now - 24 h is later: what lies between would be
+// read by nobody).
+func (p *Poller) syncFrom(meta state.Meta) time.Time {
+	if !meta.SyncStart.IsZero() {
+		return meta.SyncStart.Truncate(time.Second)
+	}
+	return p.cfg.StartFrom.Truncate(time.Second)
 }
 
 // fits is where a sweep of [lo, hi] from the watermark ends: at hi, or,
