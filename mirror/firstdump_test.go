@@ -9,7 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/state"
 )
 
 // TestFirstSyncCheckpointNeedsItsDump: the checkpoint that says the first
@@ -55,4 +57,69 @@ func TestFirstSyncCheckpointNeedsItsDump(t *testing.T) {
 	if baselineDone() {
 		t.Fatal("the group's checkpoint says the first sync is done, but no dump holds its snapshot")
 	}
+}
+
+// TestCheckpointInsideFirstSyncCarriesItsSnapshot: the first sync
+// commits its progress slice by slice (a watermark below the baseline),
+// and a checkpoint written then (a graceful stop inside a long first
+// sync, a verified sweep that did not reach the baseline) hands that
+// watermark to a successor. The orders read below it are in no event of
+// the stream (the first sync publishes none): the successor that
+// continues from the watermark must find them in its snapshot (a dump
+// written before that checkpoint), or their next change is published as
+// discovered, their history lost.
+func TestCheckpointInsideFirstSyncCarriesItsSnapshot(t *testing.T) {
+	s := runServer(t)
+	ctx := context.Background()
+	a := newActive(t, s, "a")
+	if err := a.store.SetBaseline(t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
+		t.Fatalf("the baseline's checkpoint: %v, %v", ok, err)
+	}
+	var puts []state.Put
+	for id := int64(1); id <= 50; id++ {
+		puts = append(puts, state.Put{ID: id, State: orderState("5", t0)})
+	}
+	if err := a.store.Commit(state.Commit{States: puts, Watermark: &t0}); err != nil { // a slice, not the baseline
+		t.Fatal(err)
+	}
+	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
+		t.Fatalf("the checkpoint inside the first sync: %v, %v", ok, err)
+	}
+	die(a)
+
+	b := newReplica(t, s, "b")
+	waitFor(t, "b active", 10*time.Second, b.lease.Active)
+	if _, err := b.m.Takeover(ctx, b.lease, true); err != nil {
+		t.Fatal(err)
+	}
+	m, err := b.store.Meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Watermark.IsZero() {
+		return // b reads the first sync again from its start: nothing to miss
+	}
+	missing := 0
+	for id := int64(1); id <= 50; id++ {
+		if lookup(t, b.store, id) == nil {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("b continues the first sync from a's watermark %v without %d of the 50 orders a read below it", m.Watermark, missing)
+	}
+}
+
+// newActive is the replica name, active, its takeover done (at its start).
+func newActive(t *testing.T, s testnats.Server, name string) *replica {
+	t.Helper()
+	r := newReplica(t, s, name)
+	waitFor(t, name+" active", 5*time.Second, r.lease.Active)
+	if _, err := r.m.Takeover(context.Background(), r.lease, true); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -87,7 +87,7 @@ type Store interface {
 	LoadRecord(name string, v any) (bool, error)
 	SaveRecord(name string, v any) error
 	ApplyMirrored(states []state.Mirrored, recs ...state.Record) error
-	RestoreCheckpoint(c state.Checkpoint, own func(string) bool) error
+	RestoreWith(c state.Checkpoint, p state.Restore) error
 	Checkpoint() (state.Checkpoint, bool, error)
 	RevertOutbox(undo func(state.OutboxEntry) (state.Undo, error)) (int, error)
 	DumpOrders(w io.Writer) (int, error)
@@ -128,6 +128,11 @@ type Config struct {
 	// with the group's checkpoint it restored, or nil when the file
 	// continues as it is. An error fails the takeover.
 	BeforeTenure func(ctx context.Context, restored *lease.Checkpoint) error
+	// Merge, when set, is asked about every record (not Own) at each
+	// restore of a checkpoint cp (state.Restore.Merge: in the restore's
+	// transaction): the group's limits the file knows and the group may
+	// not (package replica) are merged, not replaced.
+	Merge func(cp lease.Checkpoint, name string, ckpt json.RawMessage, file func(name string) json.RawMessage) (json.RawMessage, bool)
 }
 
 // Mirror is one replica's link to the group's stream, checkpoints and dumps.
@@ -408,7 +413,7 @@ func (m *Mirror) rewind(w time.Time) error {
 	}
 	m.log.Warn("no checkpoint of the group to rewind to: the watermark goes back before the undone changes", "from", own.Watermark, "to", w)
 	own.Watermark = w
-	return m.cfg.Store.RestoreCheckpoint(own, func(string) bool { return true })
+	return m.cfg.Store.RestoreWith(own, state.Restore{Own: func(string) bool { return true }})
 }
 
 // ApplyCheckpoint writes the latest checkpoint into the state file when it
@@ -442,7 +447,13 @@ func (m *Mirror) ApplyCheckpoint(ctx context.Context, force bool) (bool, error) 
 	if err != nil || !found {
 		return false, err
 	}
-	if err := m.cfg.Store.RestoreCheckpoint(st, m.own); err != nil {
+	p := state.Restore{Own: m.own}
+	if m.cfg.Merge != nil {
+		p.Merge = func(name string, v json.RawMessage, file func(string) json.RawMessage) (json.RawMessage, bool) {
+			return m.cfg.Merge(cp, name, v, file)
+		}
+	}
+	if err := m.cfg.Store.RestoreWith(st, p); err != nil {
 		return false, err
 	}
 	m.ckpt.Store(id)
@@ -752,17 +763,27 @@ func (m *Mirror) position(ctx context.Context) (uint64, time.Time, error) {
 // (when the outbox is empty: else the next sweep's) and, after the first
 // sweep of a tenure and then every DumpEvery, a snapshot dump; the
 // tenure's first dump (once the first sync is done) is written before the
-// checkpoint, and without it no checkpoint is. It returns whether a
-// checkpoint was written. During the first sync (no dump yet) it writes
-// the checkpoint alone: the active calls it as soon as it records the
-// baseline (replica.Checkpoint), before the sync reads.
+// checkpoint, and without it no checkpoint is; inside the first sync, once
+// it committed a watermark, every checkpoint comes after a dump. It
+// returns whether a checkpoint was written. Before the first sync reads it
+// writes the checkpoint alone: the active calls it as soon as it records
+// the baseline (replica.Checkpoint).
 func (m *Mirror) Committed(ctx context.Context, l *lease.Lease) (bool, error) {
 	m.writing.Lock() // the checkpoint loop and the first sync's baseline
 	defer m.writing.Unlock()
 	m.mu.Lock()
 	first := !m.dumped
 	m.mu.Unlock()
-	if first && m.cfg.Dumps != nil {
+	st, _, err := m.cfg.Store.Checkpoint()
+	if err != nil {
+		return false, err
+	}
+	// Inside the first sync, once it committed a slice: the orders it
+	// read are in no event of the stream, so every checkpoint that hands
+	// its watermark on comes after a dump that holds them (else a
+	// successor continues from the watermark without them).
+	syncing := !st.BaselineDone && !st.Watermark.IsZero()
+	if (first || syncing) && m.cfg.Dumps != nil {
 		// The tenure's first dump goes before its checkpoint: a checkpoint
 		// saying that the first sync is done never becomes the group's
 		// newest without a dump of the snapshot that sync recorded (no
@@ -825,8 +846,8 @@ func (m *Mirror) checkpoint(ctx context.Context, l *lease.Lease) (bool, error) {
 
 func (m *Mirror) dump(ctx context.Context, l *lease.Lease) error {
 	st, _, err := m.cfg.Store.Checkpoint()
-	if err != nil || !st.BaselineDone {
-		return err // no dump during the first sync: nothing worth a standby's while
+	if err != nil || (!st.BaselineDone && st.Watermark.IsZero()) {
+		return err // the first sync has read nothing yet: nothing worth a standby's while
 	}
 	seq, created, err := m.position(ctx)
 	if err != nil {

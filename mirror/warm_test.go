@@ -78,11 +78,7 @@ func TestMeasureTakeoverRestore(t *testing.T) {
 	const orders, since = 10000, 6000
 	s := runServer(t)
 	ctx := context.Background()
-	a := newReplica(t, s, "a")
-	waitFor(t, "a active", 5*time.Second, a.lease.Active)
-	if _, err := a.m.Takeover(ctx, a.lease, true); err != nil {
-		t.Fatal(err)
-	}
+	a := newActive(t, s, "a")
 	puts := make([]state.Put, 0, orders)
 	for id := int64(1); id <= orders; id++ {
 		puts = append(puts, state.Put{ID: id, State: orderState("5", t0)})

@@ -40,7 +40,7 @@ type Client interface {
 // Store is what the sweep needs of the state file.
 type Store interface {
 	Meta() (state.Meta, error)
-	SetBaseline(t time.Time) error
+	SetBaselineFrom(start, t time.Time) error
 	Lookup(ids []int64, out []*diff.State) error
 	Commit(c state.Commit) error
 	// RewindWatermark moves the watermark back to t (a clock put it ahead).

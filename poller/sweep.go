@@ -67,7 +67,7 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 		p.rewound(meta.Watermark, hi)
 		meta.Watermark = hi
 	}
-	lo := p.cfg.StartFrom.Truncate(time.Second)
+	lo := p.syncFrom(meta)
 	if !meta.Watermark.IsZero() {
 		lo = p.sweepFrom(meta.Watermark, st.Rewound.IsZero())
 	}
@@ -111,6 +111,18 @@ func (p *Poller) Sweep(ctx context.Context) (st Stats, err error) {
 	return st, sw.run(ctx, lo, hi)
 }
 
+// syncFrom is where a sweep without a watermark reads from: where the
+// first sync began when it is recorded (a takeover inside a first sync
+// another process began, a restart inside this file's), not this
+// process's own start (now - 24 h is later: what lies between would be
+// read by nobody).
+func (p *Poller) syncFrom(meta state.Meta) time.Time {
+	if !meta.SyncStart.IsZero() {
+		return meta.SyncStart.Truncate(time.Second)
+	}
+	return p.cfg.StartFrom.Truncate(time.Second)
+}
+
 // fits is where a sweep of [lo, hi] from the watermark ends: at hi, or,
 // when the window is over a page's worth at the measured density by a
 // sliver (half a page or less: not a catch-up), where a page's worth
@@ -136,7 +148,7 @@ func (p *Poller) fits(lo, hi, watermark time.Time) time.Time {
 // has none, and tells the group (tellBaseline).
 func (p *Poller) recordBaseline(ctx context.Context, meta *state.Meta, hi time.Time) error {
 	if meta.Baseline.IsZero() {
-		if err := p.store.SetBaseline(hi); err != nil {
+		if err := p.store.SetBaselineFrom(p.cfg.StartFrom.Truncate(time.Second), hi); err != nil {
 			return err
 		}
 		meta.Baseline = hi

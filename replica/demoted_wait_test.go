@@ -21,19 +21,7 @@ import (
 // group's limits holds it.
 func TestRestoreKeepsTheReplicasOwnWait(t *testing.T) {
 	g := newGroup(t)
-	bk, kv := g.faultyBuckets()
-	g.configure = func(n string, c *replica.Config) {
-		if n == "a" {
-			c.Buckets = bk
-		}
-	}
-	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
-	kv.failWrites.Store(1 << 20)
-	w := plenty.Wait{Until: time.Now().Add(time.Hour), Reason: plenty.WaitThrottled, Why: "429 whose group write failed", Measured: time.Now(), Announced: time.Hour}
-	_ = plenty.SaveWait(a.rep.Records(a.store), w)
-	if strings.Contains(g.limits(), w.Why) {
-		t.Fatal("the wait reached the group: the fault did not hold")
-	}
+	a, kv, w := g.activeWithUnwrittenWait("429 whose group write failed")
 	g.takenBy("x")
 	waitFor(t, "a mirroring", a.demotedToStandby)
 	kv.failWrites.Store(0)
@@ -46,4 +34,26 @@ func TestRestoreKeepsTheReplicasOwnWait(t *testing.T) {
 		t.Errorf("the wait the service announced to a is gone from its state file after the rewind and the takeover: %+v", waits)
 	}
 	waitFor(t, "the wait in the group's limits", func() bool { return strings.Contains(g.limits(), w.Why) })
+}
+
+// activeWithUnwrittenWait is the group's active a (a checkpoint written)
+// told by the service to wait an hour (why) while every write of the
+// group's limits fails: the wait is in its state file, not in the group.
+func (g *group) activeWithUnwrittenWait(why string) (a *member, kv *faultyKV, w plenty.Wait) {
+	t := g.t
+	t.Helper()
+	bk, kv := g.faultyBuckets()
+	g.configure = func(n string, c *replica.Config) {
+		if n == "a" {
+			c.Buckets = bk
+		}
+	}
+	a = g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	kv.failWrites.Store(1 << 20)
+	w = plenty.Wait{Until: time.Now().Add(time.Hour), Reason: plenty.WaitThrottled, Why: why, Measured: time.Now(), Announced: time.Hour}
+	_ = plenty.SaveWait(a.rep.Records(a.store), w)
+	if strings.Contains(g.limits(), w.Why) {
+		t.Fatal("the wait reached the group: the fault did not hold")
+	}
+	return a, kv, w
 }

@@ -411,6 +411,7 @@ func TestLostRenewalStopsTheActive(t *testing.T) {
 // group's checkpoint (record "waits"), the standby's rebuilt client
 // restores it and makes no call to the shop before it ends.
 func TestTakeoverInsideWaitKeepsWait(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	srv, firstCall := shopFirstCall(t)
 

@@ -52,6 +52,7 @@ func loopingPipeline(t *testing.T, url string) *pipeline {
 // writes a wait to the group's limits: a, calling in a loop, makes no
 // call from shortly after then until the wait ends.
 func TestWaitAddedByAnotherReplicaBindsTheActive(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	sim := plentysim.New(plentysim.Config{Seed: 1})
 	sim.Generate(5, time.Now().Add(-time.Hour), time.Now().Add(-time.Minute))

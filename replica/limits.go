@@ -37,6 +37,15 @@ import (
 //     anything of its own is written (mirror.Config.BeforeTenure); a
 //     takeover that fails or is interrupted leaves the group's value as
 //     it was, and the next one merges it again.
+//   - Kept until written: a record saved through Records is first added
+//     to the state file's record UnsentRecord (before the component's
+//     own save), removed once a write of the group's limits holds it.
+//     Every restore of a checkpoint (a demotion's rewind, a takeover, a
+//     standby following the active) merges it into the restored record
+//     instead of letting the checkpoint's replace it, and the replica
+//     writes it to the group while it is a standby too: a wait the
+//     service announced to this process whose write failed survives a
+//     restart between the failure and the rewind, and reaches the group.
 //   - On one clock: a record's times are the writer's wall clock. The
 //     reader moves them onto its own by the NATS server's stamps (each
 //     entry's creation time): the writer's offset to the server is at
@@ -91,22 +100,29 @@ type notifying struct {
 }
 
 func (n notifying) SaveRecord(name string, v any) error {
+	limits := slices.Contains(n.r.cfg.Limits, name)
+	if limits {
+		// Kept first: a process that dies after the component's save
+		// and before the group's write still has it at its restart.
+		n.r.remember(name, v)
+	}
 	err := n.RecordStore.SaveRecord(name, v)
-	if err == nil && slices.Contains(n.r.cfg.Limits, name) {
+	if err == nil && limits {
 		if a, ok := v.(Absorber); ok {
 			n.r.absorbers.Store(name, a)
 		}
-		n.r.remember(name, v)
 		n.r.writeThrough()
 	}
 	return err
 }
 
-// remember keeps a record saved through Records until a write of the
-// group's limits holds it: a rewind to the group's checkpoint (a demotion,
-// a takeover's restore) replaces the state file's records, and a wait the
-// service announced to this process whose write to the group failed
-// would be lost with them (a retaken lease called inside it).
+// UnsentRecord is the state file's record of what was saved through
+// Records and is not yet in the group's limits (name → value, on this
+// process's clock): this file's own (never replaced by a checkpoint).
+const UnsentRecord = "replica.unsent"
+
+// remember keeps a record saved through Records, in memory and in the
+// state file, until a write of the group's limits holds it.
 func (r *Replica) remember(name string, v any) {
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -118,6 +134,40 @@ func (r *Replica) remember(name string, v any) {
 		r.unsent = map[string]json.RawMessage{}
 	}
 	r.unsent[name] = raw
+	if err := r.cfg.Store.SaveRecord(UnsentRecord, r.unsent); err != nil {
+		r.log.Warn("a record of the group's limits could not be kept until it is written to the group", "record", name, "err", err)
+	}
+}
+
+// sent forgets what a write of the group's limits now holds. Called under
+// limMu.
+func (r *Replica) sent() {
+	if r.unsent == nil {
+		return
+	}
+	r.unsent = nil
+	if err := r.cfg.Store.SaveRecord(UnsentRecord, nil); err != nil {
+		r.log.Warn("the state file's record of the limits not yet written to the group could not be cleared", "err", err)
+	}
+}
+
+// loadUnsent reads what an earlier process on this state file saved
+// through Records and did not write to the group.
+func (r *Replica) loadUnsent() {
+	var unsent map[string]json.RawMessage
+	if found, err := r.cfg.Store.LoadRecord(UnsentRecord, &unsent); err != nil || !found || len(unsent) == 0 {
+		return
+	}
+	r.limMu.Lock()
+	r.unsent = unsent
+	r.limMu.Unlock()
+	names := make([]string, 0, len(unsent))
+	for name := range unsent {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	r.log.Warn("records of the group's limits an earlier process on this state file did not write to the group: kept and written now", "records", names)
+	r.pokeLimits()
 }
 
 // withUnsent is own with the records not yet written to the group merged
@@ -128,6 +178,29 @@ func (r *Replica) withUnsent(own map[string]json.RawMessage) map[string]json.Raw
 		return own
 	}
 	return r.merge(own, groupLimits{v: limitsValue{Writer: l.Writer(), Records: r.unsent}, found: true}, false)
+}
+
+// restoreRecord is the restore's merge (mirror.Config.Merge) of a record
+// of Config.Limits: the checkpoint cp's, moved onto this replica's clock,
+// merged with this file's value not yet written to the group
+// (UnsentRecord), if any. Other records: the checkpoint's.
+func (r *Replica) restoreRecord(cp lease.Checkpoint, name string, ckpt json.RawMessage, file func(string) json.RawMessage) (json.RawMessage, bool) {
+	if !slices.Contains(r.cfg.Limits, name) {
+		return nil, false
+	}
+	var unsent map[string]json.RawMessage
+	if raw := file(UnsentRecord); raw != nil {
+		_ = json.Unmarshal(raw, &unsent) // not decodable: nothing kept
+	}
+	mine := unsent[name]
+	if ckpt == nil || !json.Valid(ckpt) {
+		return mine, mine != nil || ckpt == nil
+	}
+	theirs := r.shifted(map[string]json.RawMessage{name: ckpt}, r.shiftOf(cp.Writer(), cp.Stamp, cp.Written))[name]
+	if mine == nil {
+		return theirs, true
+	}
+	return r.mergeRecord(name, mine, theirs, true, false, r.now())
 }
 
 // Absorber is a record's value, saved through Records, that takes the
@@ -223,7 +296,15 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !l.Active() {
+		// A standby's records are the group's checkpoint's: only what it
+		// learned itself is its to add.
+		own = map[string]json.RawMessage{}
+	}
 	own = r.withUnsent(own)
+	if !l.Active() && len(own) == 0 {
+		return nil
+	}
 	me := l.Writer()
 	for try := 0; ; try++ {
 		g, err := r.readGroup(ctx)
@@ -239,7 +320,7 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 		}
 		err = r.putLimits(ctx, me, recs, g.rev)
 		if err == nil {
-			r.unsent = nil
+			r.sent()
 		}
 		if err == nil || !conflict(err) || try >= 4 {
 			return err
@@ -249,8 +330,9 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 
 // applyGroupLimits is the takeover's step before the tenure's first
 // checkpoint (mirror.Config.BeforeTenure): the group's limits merged into
-// the state file (restored: the checkpoint it now holds, whose records
-// are on their writer's clock), and written back.
+// the state file (restored: the checkpoint it now holds, its records
+// moved onto this replica's clock and merged with what was not yet
+// written by the restore, restoreRecord), and written back.
 func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoint) error {
 	l := r.lease.Load()
 	if len(r.cfg.Limits) == 0 || l == nil {
@@ -262,9 +344,6 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 	own, err := r.loadLimits()
 	if err != nil {
 		return err
-	}
-	if restored != nil {
-		own = r.shifted(own, r.shiftFrom(restored.Stamp, restored.Written))
 	}
 	own = r.withUnsent(own)
 	g, err := r.readGroup(ctx)
@@ -287,7 +366,7 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 	}
 	err = r.putLimits(ctx, l.Writer(), merged, g.rev)
 	if err == nil {
-		r.unsent = nil
+		r.sent()
 	} else {
 		// The group's value is as it was: the next write merges again.
 		r.log.Warn("writing the merged limits back to the group failed; retried in the background", "err", err)
@@ -471,40 +550,51 @@ func (r *Replica) shifted(recs map[string]json.RawMessage, d time.Duration) map[
 // merge combines this replica's records with the group's g (moved onto
 // this replica's clock); groupLater: g is a later state of own's.
 func (r *Replica) merge(own map[string]json.RawMessage, g groupLimits, groupLater bool) map[string]json.RawMessage {
-	var d time.Duration
-	if l := r.lease.Load(); l == nil || g.v.Writer.Nonce != l.Writer().Nonce || g.v.Writer.Instance != l.Writer().Instance {
-		// Another process's clock (this one's own value is on its clock:
-		// moved, its waits would be new ones at every save).
-		d = r.shiftFrom(g.stamp, g.v.Written)
-	}
-	group := r.shifted(g.v.Records, d)
+	group := r.shifted(g.v.Records, r.shiftOf(g.v.Writer, g.stamp, g.v.Written))
 	out := make(map[string]json.RawMessage, len(r.cfg.Limits))
 	now := r.now()
 	for _, name := range r.cfg.Limits {
 		mine, have := own[name]
 		theirs, ok := group[name]
-		switch lim, merges := r.cfg.Merges[name]; {
-		case !ok:
+		if !ok {
 			if have {
 				out[name] = mine
 			}
-		case merges && lim.Merge != nil:
-			m, err := lim.Merge(mine, theirs, groupLater, now)
-			if err != nil {
-				r.log.Warn("the group's record does not decode: this replica's is kept", "record", name, "err", err)
-				if have {
-					out[name] = mine
-				}
-				continue
-			}
+			continue
+		}
+		if m, keep := r.mergeRecord(name, mine, theirs, have, groupLater, now); keep {
 			out[name] = m
-		case groupLater || !have:
-			if json.Valid(theirs) {
-				out[name] = theirs
-			}
-		default:
-			out[name] = mine
 		}
 	}
 	return out
+}
+
+// mergeRecord combines this replica's record name (mine; have: it has
+// one) with the group's (theirs, on this replica's clock); keep false:
+// none.
+func (r *Replica) mergeRecord(name string, mine, theirs json.RawMessage, have, groupLater bool, now time.Time) (json.RawMessage, bool) {
+	switch lim, merges := r.cfg.Merges[name]; {
+	case merges && lim.Merge != nil:
+		m, err := lim.Merge(mine, theirs, groupLater, now)
+		if err != nil {
+			r.log.Warn("the group's record does not decode: this replica's is kept", "record", name, "err", err)
+			return mine, have
+		}
+		return m, true
+	case groupLater || !have:
+		return theirs, json.Valid(theirs)
+	default:
+		return mine, true
+	}
+}
+
+// shiftOf is how far times written by w (stored by the server at stamp,
+// written at written on w's wall clock) move onto this replica's clock:
+// none for this process's own (its clock already; moved, its waits would
+// be new ones at every save).
+func (r *Replica) shiftOf(w lease.Writer, stamp, written time.Time) time.Duration {
+	if l := r.lease.Load(); l != nil && w.Nonce == l.Writer().Nonce && w.Instance == l.Writer().Instance {
+		return 0
+	}
+	return r.shiftFrom(stamp, written)
 }

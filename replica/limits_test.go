@@ -15,6 +15,7 @@ import (
 // key), and the replica that takes over after a kill makes no call before
 // the reset.
 func TestTakeoverHonoursWaitSinceTheCheckpoint(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	srv, firstCall := shopFirstCall(t)
 

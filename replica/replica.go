@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -160,7 +161,7 @@ type Replica struct {
 	// (unix nanos) is until when a save does not write through (a write
 	// just failed).
 	limMu       sync.Mutex
-	unsent      map[string]json.RawMessage // under limMu: records saved through Records and not yet in the group's limits
+	unsent      map[string]json.RawMessage // under limMu: records saved through Records and not yet in the group's limits (UnsentRecord)
 	absorbers   sync.Map                   // record name → the Absorber last saved through Records
 	limitsQuiet atomic.Int64
 
@@ -196,6 +197,7 @@ func New(cfg Config) *Replica {
 	r.holder.Store(lease.Value{})
 	r.setupErr.Store("")
 	r.register(cfg.Registerer)
+	r.loadUnsent()
 	return r
 }
 
@@ -473,8 +475,8 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	r.ckpts, r.ckv = lease.NewCheckpoints(ckv, key), ckv
 	r.mirror, err = mirror.New(mirror.Config{
 		JS: js, Stream: r.cfg.Stream, SubjectPrefix: r.cfg.SubjectPrefix, Store: r.cfg.Store,
-		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: r.cfg.Own, Lock: r.cfg.FileLock,
-		OnApplied: func(n int) { r.applied.Add(float64(n)) }, BeforeTenure: r.applyGroupLimits,
+		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: append(slices.Clone(r.cfg.Own), UnsentRecord), Lock: r.cfg.FileLock,
+		OnApplied: func(n int) { r.applied.Add(float64(n)) }, BeforeTenure: r.applyGroupLimits, Merge: r.restoreRecord,
 	})
 	if err != nil {
 		return err

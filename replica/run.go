@@ -11,7 +11,7 @@ import (
 type role struct {
 	stopWork   func(flush bool) int
 	stopCkpt   func()
-	stopLimits func() // the limits' writer and follower
+	stopLimits func() // the limits' follower
 	stopRescan func()
 	stopMirror func()
 	// atStart: nothing ran since the process started or since a demotion
@@ -30,6 +30,9 @@ func (r *Replica) Run(ctx context.Context, p Pipeline) (stopAt time.Time, left i
 		return time.Now(), r.cfg.Store.OutboxDepth()
 	}
 	l := r.lease.Load()
+	// The limits' writer runs in every role: a standby writes what it
+	// learned itself and could not write before (a restart, a demotion).
+	stopWriter := r.startLimits(ctx)
 	leaseCtx, cancelLease := context.WithCancel(context.WithoutCancel(ctx))
 	leaseDone := make(chan struct{})
 	go func() { defer close(leaseDone); _ = l.Run(leaseCtx) }()
@@ -61,6 +64,7 @@ func (r *Replica) Run(ctx context.Context, p Pipeline) (stopAt time.Time, left i
 		ro.stopCkpt()
 		left = ro.stopWork(true)
 		ro.stopLimits()
+		stopWriter()
 		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := r.writeLimits(cctx); err != nil {
 			r.log.Warn("the group's last limits were not written; the standby starts from the ones before", "err", err)
@@ -75,6 +79,7 @@ func (r *Replica) Run(ctx context.Context, p Pipeline) (stopAt time.Time, left i
 		}
 		r.working.Store(false)
 	}
+	stopWriter()
 	if ro.stopMirror != nil {
 		ro.stopMirror()
 	}
@@ -100,8 +105,7 @@ func (r *Replica) promote(ctx context.Context, p Pipeline, ro *role) {
 	}
 	ro.atStart = false
 	r.setFenced(false)
-	stopWrite, stopFollow := r.startLimits(ctx), r.followLimits(ctx, p)
-	ro.stopLimits = func() { stopFollow(); stopWrite() }
+	ro.stopLimits = r.followLimits(ctx, p)
 	ro.stopWork, ro.stopCkpt, ro.stopRescan = p.Start(ctx), r.startCheckpoints(ctx), r.serveRescan(p)
 	r.working.Store(true)
 }

@@ -34,6 +34,7 @@ func (k *stuckRenewalKV) Update(ctx context.Context, key string, v []byte, rev u
 // arrives after the deadline (a's gate closed): the wait still reaches
 // the group, and the replica that takes over honours it.
 func TestWaitAnsweredAfterTheDeadlineReachesTheGroup(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	srv, firstCall := shopFirstCall(t)
 	bk, _ := g.faultyBuckets()
@@ -67,6 +68,7 @@ func TestWaitAnsweredAfterTheDeadlineReachesTheGroup(t *testing.T) {
 // no call before the wait ends (the group's times are not read on the
 // writer's clock).
 func TestSuccessorClockAheadKeepsTheWait(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	srv, firstCall := shopFirstCall(t)
 	ahead := func() time.Time { return time.Now().Add(4 * time.Second) }
@@ -87,6 +89,7 @@ func TestSuccessorClockAheadKeepsTheWait(t *testing.T) {
 // valid JSON whose waits record does not decode: the checkpoint's valid
 // wait is kept, not replaced by it.
 func TestUndecodableGroupRecordKeepsTheCheckpoints(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	srv, firstCall := shopFirstCall(t)
 	a := g.start("a", &pipeline{})

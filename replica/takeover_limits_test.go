@@ -151,6 +151,7 @@ func noCallBefore(t *testing.T, firstCall *atomic.Int64, until time.Time) {
 // cannot write the group's limits once (a NATS timeout) and tries its
 // takeover again: it still honours the wait the earlier active announced.
 func TestRetriedTakeoverKeepsTheGroupsWait(t *testing.T) {
+	t.Parallel()
 	g, a, srv, firstCall, until := groupInWait(t, 6*time.Second)
 	pending := make(chan plenty.Wait, 1)
 	b := g.startFaulty("b", callingPipeline(t, srv.URL, pending), func(f *faultyKV) { f.failWrites.Store(1) })
@@ -161,6 +162,7 @@ func TestRetriedTakeoverKeepsTheGroupsWait(t *testing.T) {
 // after a is stopped between its first checkpoint and the group's limits
 // (it cannot read them, then dies); the next one honours a's wait.
 func TestInterruptedTakeoverKeepsTheGroupsWait(t *testing.T) {
+	t.Parallel()
 	g, a, srv, firstCall, until := groupInWait(t, 8*time.Second)
 	b := g.startFaulty("b", &pipeline{}, func(f *faultyKV) { f.failReads.Store(true) })
 	a.kill()
@@ -176,6 +178,7 @@ func TestInterruptedTakeoverKeepsTheGroupsWait(t *testing.T) {
 // comes after it), even right after another record's write; the replica
 // that takes over 0.5 s later honours it.
 func TestWaitReachesTheGroupBeforeTheNextCall(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	srv, firstCall := shopFirstCall(t)
 	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))

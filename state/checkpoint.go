@@ -18,11 +18,13 @@ import (
 // over: everything of the state file except the snapshot, the outbox and
 // the token (each replica has its own session).
 type Checkpoint struct {
-	Watermark    time.Time                  `json:"watermark"`
-	Baseline     time.Time                  `json:"baseline"`
-	BaselineDone bool                       `json:"baselineDone"`
-	LastSweep    time.Time                  `json:"lastSweep"`
-	Records      map[string]json.RawMessage `json:"records,omitempty"`
+	Watermark    time.Time `json:"watermark"`
+	Baseline     time.Time `json:"baseline"`
+	BaselineDone bool      `json:"baselineDone"`
+	LastSweep    time.Time `json:"lastSweep"`
+	// SyncStart is where the first sync began reading (Meta.SyncStart).
+	SyncStart time.Time                  `json:"syncStart,omitzero"`
+	Records   map[string]json.RawMessage `json:"records,omitempty"`
 	// Quarantine is the active's quarantine of undecodable orders: its
 	// watermark has passed them, so a replica taking over must retry them.
 	// It holds the first CheckpointQuarantineMax records (by order id) as
@@ -60,7 +62,7 @@ func (s *Store) Checkpoint() (c Checkpoint, quiet bool, err error) {
 		if err != nil {
 			return err
 		}
-		c = Checkpoint{Watermark: m.Watermark, Baseline: m.Baseline, BaselineDone: m.BaselineDone, LastSweep: m.LastSweep, Records: map[string]json.RawMessage{}}
+		c = Checkpoint{Watermark: m.Watermark, Baseline: m.Baseline, BaselineDone: m.BaselineDone, LastSweep: m.LastSweep, SyncStart: m.SyncStart, Records: map[string]json.RawMessage{}}
 		quiet = tx.Bucket(bucketOutbox).Stats().KeyN == 0
 		if err := tx.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
 			c.Records[string(k)] = append(json.RawMessage(nil), v...)
@@ -95,12 +97,36 @@ func (s *Store) Checkpoint() (c Checkpoint, quiet bool, err error) {
 // replica's own, kept as they are). The snapshot, outbox and token are
 // untouched.
 func (s *Store) RestoreCheckpoint(c Checkpoint, own func(name string) bool) error {
+	return s.RestoreWith(c, Restore{Own: own})
+}
+
+// Restore says how RestoreWith treats the state file's records.
+type Restore struct {
+	// Own names the records of this file a checkpoint never replaces
+	// (kept as they are).
+	Own func(name string) bool
+	// Merge, when set, decides each other record (of the checkpoint or
+	// of the file) in the restore's transaction: ckpt is the checkpoint's
+	// value (nil: none), file reads the file's records as they are before
+	// the restore. For a name it handles (ok) merged is stored (nil: no
+	// record); otherwise the checkpoint's replaces the file's. So what
+	// only the file knows (a wait the service announced to this process
+	// that never reached the group) survives the restore, whatever
+	// instant the process dies at.
+	Merge func(name string, ckpt json.RawMessage, file func(name string) json.RawMessage) (merged json.RawMessage, ok bool)
+}
+
+// RestoreWith is RestoreCheckpoint with the records treated as p says.
+func (s *Store) RestoreWith(c Checkpoint, p Restore) error {
+	if p.Own == nil {
+		p.Own = func(string) bool { return false }
+	}
 	err := s.update(false, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		for _, f := range []struct {
 			key []byte
 			t   time.Time
-		}{{keyWatermark, c.Watermark}, {keyBaseline, c.Baseline}, {keyLastSweep, c.LastSweep}} {
+		}{{keyWatermark, c.Watermark}, {keyBaseline, c.Baseline}, {keyLastSweep, c.LastSweep}, {keySyncStart, c.SyncStart}} {
 			var err error
 			if f.t.IsZero() {
 				err = meta.Delete(f.key)
@@ -118,28 +144,8 @@ func (s *Store) RestoreCheckpoint(c Checkpoint, own func(name string) bool) erro
 		if err := meta.Put(keyBaselineDone, done); err != nil {
 			return err
 		}
-		recs := tx.Bucket(bucketRecords)
-		var stale [][]byte
-		if err := recs.ForEach(func(k, _ []byte) error {
-			if _, ok := c.Records[string(k)]; !ok && !own(string(k)) {
-				stale = append(stale, append([]byte(nil), k...))
-			}
-			return nil
-		}); err != nil {
+		if err := restoreRecords(tx.Bucket(bucketRecords), c.Records, p); err != nil {
 			return err
-		}
-		for _, k := range stale {
-			if err := recs.Delete(k); err != nil {
-				return err
-			}
-		}
-		for name, v := range c.Records {
-			if own(name) || !json.Valid(v) {
-				continue
-			}
-			if err := recs.Put([]byte(name), append([]byte(nil), v...)); err != nil {
-				return err
-			}
 		}
 		// The quarantine becomes the checkpoint's: the orders the active
 		// held back are retried here.
@@ -167,6 +173,50 @@ func (s *Store) RestoreCheckpoint(c Checkpoint, own func(name string) bool) erro
 	})
 	if err != nil {
 		return fmt.Errorf("restore a checkpoint into state file %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// restoreRecords makes the records those of the checkpoint (ckpt), as p
+// says.
+func restoreRecords(recs *bolt.Bucket, ckpt map[string]json.RawMessage, p Restore) error {
+	file := map[string]json.RawMessage{}
+	if err := recs.ForEach(func(k, v []byte) error {
+		file[string(k)] = append(json.RawMessage(nil), v...)
+		return nil
+	}); err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for name := range file {
+		names[name] = true
+	}
+	for name := range ckpt {
+		names[name] = true
+	}
+	read := func(name string) json.RawMessage { return file[name] }
+	for name := range names {
+		if p.Own(name) {
+			continue
+		}
+		v, ok := ckpt[name], false
+		if p.Merge != nil {
+			var merged json.RawMessage
+			if merged, ok = p.Merge(name, v, read); ok {
+				v = merged
+			}
+		}
+		var err error
+		if v == nil || !json.Valid(v) {
+			if _, had := file[name]; had && (ok || v == nil) {
+				err = recs.Delete([]byte(name))
+			}
+		} else {
+			err = recs.Put([]byte(name), append([]byte(nil), v...))
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -259,3 +259,58 @@ func TestCheckpointRestoreSkipsBadQuarantineIDs(t *testing.T) {
 		t.Fatalf("quarantine after restore = %+v, %v; want orders 4 and 5", got, err)
 	}
 }
+
+// TestRestoreWithMerge: a restore asks Merge about every record that is
+// not the file's own, of the checkpoint and of the file alike, with the
+// file's records as they were: what it handles is stored as it says (a
+// record only the file knows kept, merged with the checkpoint's), the
+// rest is the checkpoint's.
+func TestRestoreWithMerge(t *testing.T) {
+	s := openT(t, tempPath(t), Options{})
+	for name, v := range map[string]string{"own": "mine", "waits": "file's wait", "unsent": "file's wait", "clock": "stale", "gone": "file only"} {
+		if err := s.SaveRecord(name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := Checkpoint{Records: map[string]json.RawMessage{"own": []byte(`"theirs"`), "waits": []byte(`"group's wait"`), "clock": []byte(`"fresh"`), "new": []byte(`"group's"`)}}
+	asked := map[string]string{}
+	err := s.RestoreWith(c, Restore{
+		Own: func(name string) bool { return name == "own" || name == "unsent" },
+		Merge: func(name string, ckpt json.RawMessage, file func(string) json.RawMessage) (json.RawMessage, bool) {
+			asked[name] = string(ckpt)
+			switch name {
+			case "waits":
+				var a, b string
+				_ = json.Unmarshal(file("unsent"), &a)
+				_ = json.Unmarshal(ckpt, &b)
+				m, _ := json.Marshal(a + " + " + b)
+				return m, true
+			case "gone":
+				return nil, true
+			}
+			return nil, false
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"waits": `"group's wait"`, "clock": `"fresh"`, "new": `"group's"`, "gone": ""}
+	for name, ckpt := range want {
+		if got, ok := asked[name]; !ok || got != ckpt {
+			t.Errorf("Merge asked about %q with the checkpoint's %q (asked: %v), want %q", name, got, ok, ckpt)
+		}
+	}
+	if _, ok := asked["own"]; ok {
+		t.Error("Merge was asked about an own record")
+	}
+	recs, _ := s.Records()
+	wantRecs := map[string]string{"own": `"mine"`, "unsent": `"file's wait"`, "waits": `"file's wait + group's wait"`, "clock": `"fresh"`, "new": `"group's"`}
+	for name, v := range wantRecs {
+		if string(recs[name]) != v {
+			t.Errorf("record %q after the restore: %s, want %s", name, recs[name], v)
+		}
+	}
+	if len(recs) != len(wantRecs) {
+		t.Errorf("records after the restore: %s, want only %v", recs, wantRecs)
+	}
+}

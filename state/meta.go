@@ -14,6 +14,11 @@ type Meta struct {
 	Baseline      time.Time // hi of the very first sweep; zero until the baseline sweep started
 	BaselineDone  bool
 	LastSweep     time.Time // when the last verified sweep ended (local clock)
+	// SyncStart is where the first sync began reading, recorded with the
+	// baseline (zero: not known, an earlier version): a process that
+	// continues a first sync another began (a takeover inside it, a
+	// restart) reads from there, not from its own start.
+	SyncStart time.Time
 }
 
 // Meta reads the bookkeeping.
@@ -39,7 +44,7 @@ func (s *Store) readMeta(b *bolt.Bucket) (Meta, error) {
 	for _, f := range []struct {
 		key []byte
 		dst *time.Time
-	}{{keyWatermark, &m.Watermark}, {keyBaseline, &m.Baseline}, {keyLastSweep, &m.LastSweep}} {
+	}{{keyWatermark, &m.Watermark}, {keyBaseline, &m.Baseline}, {keyLastSweep, &m.LastSweep}, {keySyncStart, &m.SyncStart}} {
 		if *f.dst, err = getTime(b, f.key); err != nil {
 			return m, corruptError(s.path, err)
 		}
@@ -69,8 +74,13 @@ func putTime(b *bolt.Bucket, key []byte, t time.Time) error {
 }
 
 // SetBaseline records the upper bound of the very first sweep. It does
-// nothing when a baseline is already recorded: the baseline never moves.
-func (s *Store) SetBaseline(t time.Time) error {
+// nothing when a baseline is already recorded.
+func (s *Store) SetBaseline(t time.Time) error { return s.SetBaselineFrom(time.Time{}, t) }
+
+// SetBaselineFrom records the upper bound t of the very first sweep and
+// where it began reading (start; zero: not recorded). It does nothing
+// when a baseline is already recorded.
+func (s *Store) SetBaselineFrom(start, t time.Time) error {
 	if t.IsZero() {
 		return fmt.Errorf("state file %s: zero baseline", s.path)
 	}
@@ -78,6 +88,11 @@ func (s *Store) SetBaseline(t time.Time) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta.Get(keyBaseline) != nil {
 			return nil
+		}
+		if !start.IsZero() {
+			if err := putTime(meta, keySyncStart, start); err != nil {
+				return err
+			}
 		}
 		return putTime(meta, keyBaseline, t)
 	})

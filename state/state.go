@@ -56,6 +56,7 @@ var (
 	keyWatermark    = []byte("watermark")
 	keyBaseline     = []byte("baseline")
 	keyBaselineDone = []byte("baseline_done")
+	keySyncStart    = []byte("sync_start")
 	keyLastSweep    = []byte("last_sweep")
 	keyToken        = []byte("token")
 )
