@@ -21,7 +21,7 @@ type busySweep struct {
 }
 
 // turningBusy runs a shop at the defaults that is quiet (a change every
-// 10 s) for 10 minutes and then busy (20 changes a second) for 4, from a
+// 10 s) for 6 minutes and then busy (20 changes a second) for 2, from a
 // full bucket or a drained one (level 0 when the shop turns busy, as
 // TestFreshnessHostile's drained restart), and returns the busy sweeps.
 func turningBusy(t *testing.T, drained bool) []busySweep {
@@ -30,7 +30,7 @@ func turningBusy(t *testing.T, drained bool) []busySweep {
 	tm := poller.NewTimings(poller.TimingsConfig{Records: e.store})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	busy, end := t0.Add(10*time.Minute), t0.Add(14*time.Minute)
+	busy, end := t0.Add(6*time.Minute), t0.Add(8*time.Minute)
 	b := poller.NewBudget(0.25)
 	last := e.clk.Now()
 	var out []busySweep
