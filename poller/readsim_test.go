@@ -69,16 +69,24 @@ func TestReadLedgerSimulation(t *testing.T) {
 		}
 	}
 	var busy atomic.Int64
+	// The seeds are independent worlds (each its own simulator, state
+	// file and fake clock): they run side by side.
+	t.Cleanup(func() {
+		t.Logf("%d seeds of %d simulated minutes, %.1f busy hours", len(seeds), minutes, float64(busy.Load())/60)
+	})
 	for _, seed := range seeds {
-		if !t.Run(fmt.Sprint(seed), func(t *testing.T) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("replay: go test ./poller -run 'TestReadLedgerSimulation' -args -sim-seed=%d -sim-minutes=%d", seed, minutes)
+				}
+			})
 			if runReadSim(t, seed, minutes) {
 				busy.Add(int64(minutes))
 			}
-		}) {
-			t.Logf("replay: go test ./poller -run 'TestReadLedgerSimulation' -args -sim-seed=%d -sim-minutes=%d", seed, minutes)
-		}
+		})
 	}
-	t.Logf("%d seeds of %d simulated minutes, %.1f busy hours", len(seeds), minutes, float64(busy.Load())/60)
 }
 
 // readSim is one seed's world.
