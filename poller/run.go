@@ -200,7 +200,7 @@ func (r *runner) prepare() {
 	rate, _ := rc.Budget.Rate()
 	reread := r.sch.look.reread(overlap, settle, rc.Interval, rate, rc.Timings.InForce().OverlapSource != SourceExplicit)
 	p.setTimings(settle, overlap, rc.Timings.Probing(), reread, r.watermark)
-	p.pageSpan = r.sch.look.fillSpan()
+	p.pageSpan = r.sch.look.pageSpan()
 }
 
 // sweep runs one sweep and charges it.

@@ -116,22 +116,7 @@ func (l *secondLook) due(from, horizon time.Time) bool {
 // at the density measured, while the sweeps split (0: none: the sweeps
 // read the whole overlap, or nothing is measured yet).
 func (l *secondLook) pageSpan() time.Duration {
-	if !l.split {
-		return 0
-	}
-	return l.fillSpan()
-}
-
-// fillSpan is the stretch of the timeline that fills pageFill of a page
-// at the density measured, split or not (0: nothing measured): a sweep
-// over it by a sliver reads up to it (Poller.fits). Without the split too:
-// a shop of 15 changes a second whose sweeps once read two pages (a ramp,
-// a restart) stayed there, the median cost of two pages spacing the
-// sweeps 4.2 s apart and their windows of 4.2 s plus the overlap filling
-// two pages again, where one-page sweeps 2.1 s apart fit
-// (TestOnePageSweepsWithoutTheSplit).
-func (l *secondLook) fillSpan() time.Duration {
-	if l.density <= 0 || l.page <= 0 {
+	if !l.split || l.density <= 0 || l.page <= 0 {
 		return 0
 	}
 	return max(time.Duration(pageFill*float64(l.page)/l.density*float64(time.Second)).Truncate(time.Second), time.Second)

@@ -24,9 +24,7 @@ type busySweep struct {
 // 10 s) for 6 minutes and then busy (20 changes a second) for 2, from a
 // full bucket or a drained one (level 0 when the shop turns busy, as
 // TestFreshnessHostile's drained restart), and returns the busy sweeps.
-func turningBusy(t *testing.T, drained bool) []busySweep { return turningBusyAt(t, drained, 20) }
-
-func turningBusyAt(t *testing.T, drained bool, busyRate float64) []busySweep {
+func turningBusy(t *testing.T, drained bool) []busySweep {
 	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{})
 	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
 	tm := poller.NewTimings(poller.TimingsConfig{Records: e.store})
@@ -42,7 +40,7 @@ func turningBusyAt(t *testing.T, drained bool, busyRate float64) []busySweep {
 		OnSweep: func(st poller.Stats, _ error) {
 			rate := 0.1
 			if !st.Start.Add(st.NextGap).Before(busy) {
-				rate = busyRate
+				rate = 20
 				if drained && st.Start.Before(busy) {
 					s := b.Snapshot()
 					s.Level, s.At = 0, e.clk.Now()
@@ -114,27 +112,5 @@ func TestLeanBudgetSweepsFirst(t *testing.T) {
 	t.Logf("the first minute in debt: %d calls besides the sweeps' one, %d probe slices, the longest gap %v", extra, probes, gap)
 	if probes > 0 || extra > 2 {
 		t.Errorf("the first minute with the budget in debt: %d probe slices and %d calls besides one a sweep; want no slice and at most 2", probes, extra)
-	}
-}
-
-// TestOnePageSweepsWithoutTheSplit: a shop that turns busy at 15 or 16
-// changes a second, where the whole overlap still fits a page at the
-// share's pace and the sweeps do not split. Before, once the ramp had made
-// two-page sweeps the median, the sweeps stayed 4.2 s apart for good (their
-// windows of 4.2 s plus the overlap filled two pages again, where one-page
-// sweeps 2.1 s apart fit; seen from outside when a loaded machine made
-// 15-16 changes a second of the 20); a sweep over a page's worth by a
-// sliver now reads up to it, split or not (Poller.fits).
-func TestOnePageSweepsWithoutTheSplit(t *testing.T) {
-	t.Parallel()
-	for _, rate := range []float64{15, 16} {
-		sw := turningBusyAt(t, false, rate)
-		var gaps []time.Duration
-		for _, s := range sw[len(sw)/2:] {
-			gaps = append(gaps, s.gap)
-		}
-		if worst := slices.Max(gaps); worst > 3*time.Second {
-			t.Errorf("%g changes a second: sweeps up to %v apart in the second busy minute; want one-page sweeps, at most 3 s (gaps %v)", rate, worst, gaps)
-		}
 	}
 }
