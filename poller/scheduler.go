@@ -77,8 +77,8 @@ func lookHorizon(watermark time.Time, overlap time.Duration, split bool) time.Ti
 }
 
 // While the call budget is in debt or about to be (lean: less than a call
-// left), every call goes at the
-// refill's pace and the gap between sweeps is every change's freshness:
+// left), every call goes at the refill's pace and the gap between sweeps
+// is every change's freshness:
 // the re-reads, which owe their reads at an age of the overlap (the second
 // look) or of minutes (the probes), yield to the sweeps. The second look
 // waits until what it owes has trailed leanLookMax (then it reads, and the
@@ -101,7 +101,7 @@ func yields(lean bool, waited, most time.Duration) bool {
 // left the watermark at watermark, gap after the one before: the ledger's
 // lowest owed stretch at the overlap's age below lookHorizon, when it is
 // due (secondLook.due) and does not yield to the sweeps (lean: the
-// budget in debt). reads is nil before the ledger is loaded (a first
+// budget cannot pay for another call). reads is nil before the ledger is loaded (a first
 // sync).
 func (s *scheduler) secondLook(reads *ledger, watermark time.Time, overlap time.Duration, lean bool) (read, bool) {
 	if reads == nil || watermark.IsZero() {
