@@ -175,11 +175,13 @@ func TestFaultClockDateBehindLong(t *testing.T) {
 // ahead; the new process meets the skewed Date first (the issue: 124 of
 // 199 changes lost), then the clock comes right.
 func TestFaultClockRestartInsideSkewAhead(t *testing.T) {
+	t.Parallel() // its own simulator, NATS server, state file and port; mostly waiting
 	clockScenario(t, 2*time.Hour, 30*time.Second, true)
 }
 
 // TestFaultClockRestartInsideSkewBehind: the same, 2 h behind.
 func TestFaultClockRestartInsideSkewBehind(t *testing.T) {
+	t.Parallel()
 	clockScenario(t, -2*time.Hour, 30*time.Second, true)
 }
 

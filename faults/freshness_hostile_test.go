@@ -134,13 +134,21 @@ func (f *faultEnv) drainBudget() {
 }
 
 // logWatcher logs, with -v, the tail of the watcher's warnings and errors
-// (warn bytes) and, with FRESHNESS_SWEEPS set, of its whole log (all bytes).
+// (warn bytes) and, with FRESHNESS_SWEEPS set, of its whole log (all
+// bytes); the whole log goes to the file FRESHNESS_LOG names, suffixed
+// with the test's name.
 func (f *faultEnv) logWatcher(warn, all int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if path := os.Getenv("FRESHNESS_LOG"); path != "" {
+		path += "." + strings.ReplaceAll(f.t.Name(), "/", "_")
+		if err := os.WriteFile(path, []byte(f.logs.String()), 0o644); err != nil {
+			f.t.Logf("FRESHNESS_LOG: %v", err)
+		}
+	}
 	if !testing.Verbose() {
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.t.Logf("watcher warnings and errors:\n%s", tail(grepLevel(f.logs.String()), warn))
 	if os.Getenv("FRESHNESS_SWEEPS") != "" {
 		f.t.Logf("sweeps:\n%s", tail(f.logs.String(), all))

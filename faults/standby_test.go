@@ -465,6 +465,7 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 }
 
 func TestFaultStandby(t *testing.T) {
+	t.Parallel() // its own simulator, NATS server, state files and ports; mostly waiting
 	kills := 2
 	if *faultLong {
 		kills = 10

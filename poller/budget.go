@@ -187,12 +187,20 @@ func (b *Budget) Take(now time.Time, calls int, th plenty.Throttle) {
 
 // Extra counts calls that are no sweep's own (a probe's slice between
 // sweeps) in the long-run mean, as part of the sweep they follow (a probe
-// costs the pace what it reads), not in the median.
+// costs the pace what it reads), not in the median. A re-read serves
+// several sweeps (a second look every third or fourth, a probe's slices
+// over minutes): on a mean of fewer than extraCycles sweeps (a process
+// that has just started) it counts as spread over extraCycles, not as a
+// call more for every sweep.
 func (b *Budget) Extra(calls int) {
 	if b.cycles > 0 {
-		b.mean += float64(calls) / float64(b.cycles)
+		b.mean += float64(calls) / float64(max(b.cycles, extraCycles))
 	}
 }
+
+// extraCycles is the fewest sweeps a re-read's calls are spread over in
+// the long-run mean (Extra).
+const extraCycles = 8
 
 // Charge takes calls that are no sweep's own from the bucket and counts
 // them in the long-run mean (Take and Extra).

@@ -366,3 +366,22 @@ func TestBudgetPaceFollowsABusyHour(t *testing.T) {
 		t.Errorf("with a probe's slice after every sweep the pace is %v, before %v: want the probe's calls paced too", d, before)
 	}
 }
+
+// TestBudgetExtraOnFewSweeps: a process that has measured one sweep's
+// cost (restored from a state file written just after a first sync, as
+// TestFreshnessHostile's drained restart) counts a second look's one call
+// after a one-call sweep as part of the sweeps it serves, not as every
+// sweep's second call: before, the long-run mean of two cycles became 1.5
+// (of one, 2), and the sweeps of a busy shop's first minute after such a
+// restart went 3.1-4.6 s apart.
+func TestBudgetExtraOnFewSweeps(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	th := plenty.Throttle{Long: plenty.Period{Present: true, Limit: dailyLimit, CallsLeft: -1}}
+	b := poller.NewBudget(0.25)
+	b.Restore(poller.BudgetState{Level: 0, At: now, Limit: dailyLimit, Costs: []int{1, 1, 1}, Mean: 1, Cycles: 1}, now)
+	b.Spend(now, 1, th)
+	b.Charge(now, 1, th) // a one-call second look after it
+	if d, _ := b.Pace(0); d > 3*time.Second {
+		t.Errorf("one second look after the second sweep measured: pace %v; want at most 3 s (one-call sweeps: 2.08 s)", d)
+	}
+}

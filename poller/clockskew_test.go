@@ -263,6 +263,7 @@ func TestClockRecordSaved(t *testing.T) {
 // stamps of the old clock's last minute, read again, do not carry it past
 // the new clock; every change has its events.
 func TestServiceClockSetBackInABusyShop(t *testing.T) {
+	t.Parallel()
 	e, offset := clockEnv(t)
 	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-3*time.Hour))
 	add := func(n int) {

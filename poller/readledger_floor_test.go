@@ -17,6 +17,7 @@ import (
 // becomes visible 7 minutes late (within the overlap in force then: the
 // promise, docs/how-it-works.md) has its event.
 func TestWidenedOverlapOwesBelowTheFloor(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{})
 	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
 	// The last probe a minute ago: the next one starts 4 minutes in, and

@@ -23,6 +23,7 @@ import (
 // by keyset, KeysetPages pages at a time, and counts it read only once it
 // got to its end. Every one of the 4,600 has its event.
 func TestLateBulkSecondIsReadWhole(t *testing.T) {
+	t.Parallel()
 	const bulk = 4600
 	var ids []int64
 	busyRun{
@@ -52,6 +53,7 @@ func TestLateBulkSecondIsReadWhole(t *testing.T) {
 // own evidence, not the local clock: the restarted process goes on from
 // where the second look got, and every late commit has its event.
 func TestRestoredReadsFollowTheServiceClock(t *testing.T) {
+	t.Parallel()
 	restartsWhileLooksFail(t, 10*time.Minute)
 }
 
@@ -112,6 +114,7 @@ func quietRunEvery(t *testing.T, e *env, fail *atomic.Bool, interval time.Durati
 // minutes after its stamp (within the 5 minutes the probes promise), has
 // its event.
 func TestProbesLeaveNoHole(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{})
 	for at := t0.Add(-30 * time.Minute); at.Before(t0); at = at.Add(50 * time.Millisecond) {
 		e.sim.AddOrder(plentysim.Order{CreatedAt: at, UpdatedAt: at})
@@ -166,6 +169,7 @@ func TestProbesLeaveNoHole(t *testing.T) {
 // window. A change visible 2 minutes after its stamp, in the failed
 // probe's window only, has its event.
 func TestFailedProbeLeavesItsWindowOwed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{})
 	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
 	var (

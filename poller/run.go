@@ -257,7 +257,7 @@ func (r *runner) after(st *Stats, err error) (stop bool) {
 	if err != nil {
 		return false
 	}
-	if rd, ok := r.sch.secondLook(p.ledger(), st.Watermark, p.cfg.Overlap); ok {
+	if rd, ok := r.sch.secondLook(p.ledger(), st.Watermark, p.cfg.Overlap, r.lean()); ok {
 		if r.secondLook(st, rd) {
 			return true
 		}
@@ -295,7 +295,7 @@ func (r *runner) secondLook(st *Stats, rd read) (stop bool) {
 func (r *runner) probe(st *Stats) (stop bool) {
 	p, tm := r.p, r.rc.Timings
 	pace, _ := r.rc.Budget.Pace(r.rc.Interval)
-	rd, run, done := r.sch.probeSlice(p.ledger(), p.probeLevel, slack(r.throttle(), pace), probePace(r.sch.look), p.cfg.Now())
+	rd, run, done := r.sch.probeSlice(p.ledger(), p.probeLevel, slack(r.throttle(), pace), r.lean(), probePace(r.sch.look), p.cfg.Now())
 	if done {
 		r.sch.probe.on = false
 		tm.Observe(p.cfg.Now(), nil, p.cfg.Settle, p.cfg.Overlap, true)
@@ -317,6 +317,14 @@ func (r *runner) probe(st *Stats) (stop bool) {
 		p.log.Warn("a probe of the window below the overlap ended early; the next one reads it again", "from", rd.from.Format(time.RFC3339), "err", err)
 	}
 	return false
+}
+
+// lean says the call budget cannot pay for another call (less than one
+// left: the next is paid in debt): the re-reads yield to the sweeps
+// (scheduler.go, leanLookMax).
+func (r *runner) lean() bool {
+	level, known := r.rc.Budget.Remaining(r.p.cfg.Now(), r.throttle())
+	return known && level < 1
 }
 
 // finish reports the sweep (OnSweep) with the gap to the next and the

@@ -76,24 +76,50 @@ func lookHorizon(watermark time.Time, overlap time.Duration, split bool) time.Ti
 	return h
 }
 
+// While the call budget is in debt or about to be (lean: less than a call
+// left), every call goes at the refill's pace and the gap between sweeps
+// is every change's freshness:
+// the re-reads, which owe their reads at an age of the overlap (the second
+// look) or of minutes (the probes), yield to the sweeps. The second look
+// waits until what it owes has trailed leanLookMax (then it reads, and the
+// ledger's promised age is kept: a read later than the age still reads
+// at it); a probe's slice waits for room as it does for a tight short
+// period, at most probeEvery from the probe's start (probeSlice). In debt
+// the sweeps pay the debt back (derivedShare), so the bucket refills and
+// the re-reads go on; a sweep that itself spends more than the refill
+// never starves them past those bounds.
+const leanLookMax = time.Minute
+
+// yields says whether a re-read that has waited waited for its reads (the
+// oldest stamp it owes, past its due) waits longer for the sweeps: while
+// the budget is lean, up to most.
+func yields(lean bool, waited, most time.Duration) bool {
+	return lean && waited < most
+}
+
 // secondLook says what the second look reads after a verified sweep that
 // left the watermark at watermark, gap after the one before: the ledger's
 // lowest owed stretch at the overlap's age below lookHorizon, when it is
-// due (secondLook.due). reads is nil before the ledger is loaded (a first
+// due (secondLook.due) and does not yield to the sweeps (lean: the
+// budget cannot pay for another call). reads is nil before the ledger is loaded (a first
 // sync).
-func (s *scheduler) secondLook(reads *ledger, watermark time.Time, overlap time.Duration) (read, bool) {
+func (s *scheduler) secondLook(reads *ledger, watermark time.Time, overlap time.Duration, lean bool) (read, bool) {
 	if reads == nil || watermark.IsZero() {
 		return read{}, false
 	}
 	horizon := lookHorizon(watermark, overlap, s.look.split)
 	from, to, ok := reads.window(overlap, horizon)
-	if !ok || !s.look.due(from, horizon) {
+	if !ok || !s.look.due(from, horizon) || yields(lean, horizon.Add(time.Second).Sub(from), leanLookMax) {
 		return read{}, false
 	}
-	if span := s.look.pageSpan(); span > 0 && to.Sub(from) >= span && to.Sub(from) < 2*span {
-		// A page's worth; the rest stays owed. Two pages' worth or more
-		// (the look trails: a density over a page a sweep) is read as it
-		// is, two calls at most, so that the look keeps up.
+	if span := s.look.pageSpan(); span > 0 && to.Sub(from) >= span {
+		// A page's worth; the rest stays owed, read after the next sweep.
+		// A window of more pages costs a call more than it reads (its
+		// first call finds it too large, and the two calls at most read
+		// the page the slice is cut to): a page's worth after each sweep
+		// is a second look's whole stretch at 20 changes a second every
+		// 11 s of sweeps, and the look trailing (after a lean spell, a
+		// restart) catches up by a page after each sweep.
 		to = from.Add(span - time.Second)
 	}
 	return read{from: from, to: to, maxCalls: 2, need: overlap}, true
@@ -112,10 +138,12 @@ func (s *scheduler) startProbe(loaded bool, watermark time.Time, level time.Dura
 // probeSlice says whether the probe under way reads a slice now, and
 // which: one slice after a sweep, at most pace slices a second since it
 // started (0: one after each sweep), where the short period leaves room
-// for a call besides the sweeps' (room), or once the probe has waited
-// probeEvery for it. done says nothing is owed up to its end: it ended.
-func (s *scheduler) probeSlice(reads *ledger, level time.Duration, room bool, pace float64, now time.Time) (r read, run, done bool) {
-	if !s.probe.on || reads == nil || (!room && now.Sub(s.probe.started) < probeEvery) {
+// for a call besides the sweeps' (room) and the budget is not lean (the
+// slice yields to the sweeps), or once the probe has waited probeEvery
+// for it. done says nothing is owed up to its end: it ended.
+func (s *scheduler) probeSlice(reads *ledger, level time.Duration, room, lean bool, pace float64, now time.Time) (r read, run, done bool) {
+	waited := now.Sub(s.probe.started)
+	if !s.probe.on || reads == nil || !room && waited < probeEvery || yields(lean, waited, probeEvery) {
 		return read{}, false, false
 	}
 	from, to, ok := reads.window(level, s.probe.to)

@@ -39,7 +39,8 @@ const (
 	lookFill = 0.85
 	lookMost = 0.95
 	// densityWeight is the weight of the newest sweep in the measured
-	// density of changes (an exponentially weighted mean), measured on
+	// density of changes (an exponentially weighted mean as it falls; a
+	// denser window sets it at once, see swept), measured on
 	// windows of at most the overlap plus densityWindow (a catch-up's
 	// window holds each order once however often it changed: not a
 	// sweep's density; an overlap over a minute must not stop the
@@ -84,7 +85,11 @@ func (l *secondLook) swept(st Stats, err error, overlap time.Duration, page int6
 	// densityWindow; a process's first sweep may be a catch-up.
 	if w := st.Hi.Sub(st.Lo); !st.Baseline && l.measured && w >= time.Second && w <= overlap+densityWindow {
 		d := float64(st.Entries) / w.Seconds()
-		if l.density == 0 {
+		if d > l.density {
+			// Denser: at once. A shop turning busy splits from the first
+			// window that shows it; a mean that lags leaves the sweeps
+			// reading the whole overlap in two pages meanwhile, and their
+			// median cost doubles the gap (TestTurningBusyKeepsThePace).
 			l.density = d
 		} else {
 			l.density += densityWeight * (d - l.density)

@@ -242,6 +242,7 @@ func (b busyRun) run(t *testing.T) busyResult {
 // that left the second look pending included, and shut down at random
 // while a second look's call is in flight.
 func TestSecondLookSurvivesRestarts(t *testing.T) {
+	t.Parallel()
 	rnd := rand.New(rand.NewPCG(3, 4))
 	res := busyRun{
 		sweeps:       150,
@@ -258,6 +259,7 @@ func TestSecondLookSurvivesRestarts(t *testing.T) {
 // TestSecondLookAcrossSplitSwitches: the density falls (the sweeps read
 // the whole overlap) and rises again (split), with restarts.
 func TestSecondLookAcrossSplitSwitches(t *testing.T) {
+	t.Parallel()
 	rnd := rand.New(rand.NewPCG(5, 6))
 	rate := func(n int) int {
 		switch {
@@ -293,6 +295,7 @@ func TestSecondLookAcrossSplitSwitches(t *testing.T) {
 // older windows only): nothing is missed, nothing counted beyond the
 // overlap.
 func TestSecondLookThroughErrors(t *testing.T) {
+	t.Parallel()
 	res := busyRun{
 		sweeps:    150,
 		seed:      3,
@@ -326,6 +329,7 @@ func (w tWriter) Write(b []byte) (int, error) {
 // window left to read trails), then the process restarts: a commit in
 // the trailing window is still found within the overlap.
 func TestSecondLookFailingThenRestart(t *testing.T) {
+	t.Parallel()
 	rnd := rand.New(rand.NewPCG(7, 8))
 	busyRun{
 		sweeps:    150,
@@ -342,7 +346,10 @@ func TestSecondLookFailingThenRestart(t *testing.T) {
 // minute a first sweep reads again: the restarted process goes on from
 // where the second look got (kept in the budget's record), so every late
 // commit is found within the overlap, none counted beyond it.
-func TestSecondLookGoesOnAfterARestart(t *testing.T) { restartsWhileLooksFail(t, 0) }
+func TestSecondLookGoesOnAfterARestart(t *testing.T) {
+	t.Parallel()
+	restartsWhileLooksFail(t, 0)
+}
 
 // restartsWhileLooksFail: second looks fail for 40 sweeps from sweep 40
 // on, the process restarts at sweeps 90 and 125; the service's clock is

@@ -18,6 +18,7 @@ import (
 // look (not counted beyond the overlap), and the calls keep within the
 // share.
 func TestRunSplitsTheOverlapInABusyShop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{})
 	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
 	tm := poller.NewTimings(poller.TimingsConfig{Records: e.store})

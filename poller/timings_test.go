@@ -170,6 +170,7 @@ func TestTimingsExplicitPinned(t *testing.T) {
 // after a sweep, the watermark untouched), published, counted, and widens
 // the overlap at once.
 func TestRunFindsLateArrivalBeyondOverlap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: dailyLimit}}, poller.Config{})
 	e.sim.Generate(20, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
 	tm := poller.NewTimings(poller.TimingsConfig{Records: e.store})
