@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -45,6 +46,7 @@ func TestFleetProcessScale(t *testing.T) {
 	waitEvery(t, "every shop active on one of three processes", 15*time.Minute, func() bool { return spread(ps, n) })
 	t.Logf("%d shops on 3 processes: every shop active (its first sync done) and every process ready after %v",
 		n, time.Since(started).Round(time.Millisecond))
+	tl := followTakeovers(t, w)
 	spin(t)
 	// A measurement, not a wait for a condition: the first syncs' dumps
 	// and checkpoints are behind, the idle period starts clean.
@@ -103,10 +105,12 @@ func TestFleetProcessScale(t *testing.T) {
 			}
 		}
 	}
+	firstCall := map[string]time.Time{}
 	for _, id := range moved {
 		for _, c := range calls2[id] {
 			if agentMember(c.Agent) != victim.name {
 				took = append(took, c.Start.Sub(killed))
+				firstCall[id] = c.Start
 				break
 			}
 		}
@@ -125,8 +129,12 @@ func TestFleetProcessScale(t *testing.T) {
 	}
 	t.Logf("kill -9 of %s holding %d shops: first call on another process after p50 %v, p99 %v, max %v (lease TTL 9 s); changes lost 0, events doubled 0 (exact event check passed); calls by the killed process after the kill %d (%d sent before it, handled within %v after it); calls overlapping another process's %d; load average %s",
 		victim.name, len(moved), pct(took, 50), pct(took, 99), took[len(took)-1].Round(time.Millisecond), byVictim, atKill, inFlight, overlapping, loadAvg())
+	t.Logf("where the takeover's time went (server's view of the buckets): %s", tl.report(moved, "ORDERS", victim.name, killed, firstCall))
 	for _, p := range ps {
 		l := p.log.String()
+		if dir := os.Getenv("FLEET_PROCESS_LOGS"); dir != "" {
+			_ = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(l), 0o644)
+		}
 		t.Logf("%s log (warnings and errors): %d lines, %d \"cannot be reached yet\", %d \"maximum consumers\"; most frequent: %s", p.name, strings.Count(l, "\n"),
 			strings.Count(l, "cannot be reached yet"), strings.Count(l, "maximum consumers"), frequent(l, 4))
 	}

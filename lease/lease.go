@@ -446,20 +446,28 @@ func (l *Lease) step(ctx context.Context) time.Duration {
 	return wait
 }
 
+// renew sends one renewal and waits for its answer until the lease's
+// deadline, not only a renewal interval: on a machine or a server short
+// of CPU an answer may come after the interval, and it still moves the
+// deadline (to the moment it was sent plus the TTL minus the margin).
+// Giving up earlier lost that success, and the retries (another revision
+// found, read back, renewed again) tripled the requests of a loaded server
+// and demoted the holder at the deadline of its last answered renewal.
+// The next renewal goes out a renewal interval after this one was sent.
 func (l *Lease) renew(ctx context.Context, rev uint64) time.Duration {
-	l.mu.Lock()
-	since := l.since
-	l.mu.Unlock()
 	sent := l.cfg.Mono()
-	rctx, cancel := context.WithTimeout(ctx, l.cfg.Renew)
-	newRev, err := l.kv.Update(rctx, l.cfg.Key, l.value(since), rev)
+	l.mu.Lock()
+	since, left := l.since, l.deadline-sent
+	l.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, max(left, l.cfg.Renew))
+	newRev, err := l.update(rctx, rev, l.value(since))
 	cancel()
 	switch {
 	case err == nil:
 		l.mu.Lock()
 		l.rev, l.deadline = newRev, sent+l.ttl-l.cfg.Margin
 		l.mu.Unlock()
-		return l.cfg.Renew
+		return max(l.cfg.Renew-(l.cfg.Mono()-sent), 0)
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) && l.stillMine(ctx):
 		// A renewal whose answer was lost reached the server: the key
 		// holds this process's value at a later revision (stillMine
@@ -731,4 +739,9 @@ func (l *Lease) watch(ctx context.Context) {
 		}
 		_ = w.Stop()
 	}
+}
+
+// update renews the key at revision rev.
+func (l *Lease) update(ctx context.Context, rev uint64, value []byte) (uint64, error) {
+	return l.kv.Update(ctx, l.cfg.Key, value, rev)
 }

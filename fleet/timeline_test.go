@@ -1,0 +1,138 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderwatch/orderwatch/internal/testnats"
+	"github.com/orderwatch/orderwatch/lease"
+)
+
+// timeline follows the lease and checkpoint buckets from the test process
+// (the server's view, no member's): every change of a key with its time
+// and, for a lease, the member that wrote it.
+type timeline struct {
+	mu   sync.Mutex
+	keys map[string][]mark // by bucket + "/" + key
+	stop []func()
+}
+
+type mark struct {
+	at       time.Time
+	put      bool
+	instance string // the lease's writer
+}
+
+// followTakeovers starts following the buckets of the world's fleet
+// (base: bucket "orderwatch"); a watch that cannot be made yet (a server
+// under load refuses a consumer now and then) is tried again.
+func followTakeovers(t *testing.T, w *world) *timeline {
+	t.Helper()
+	tl := &timeline{keys: map[string][]mark{}}
+	t.Cleanup(tl.close)
+	ctx := context.Background()
+	for _, b := range []string{"orderwatch_lease"} {
+		var kw jetstream.KeyWatcher
+		testnats.WaitForEvery(t, "a watch of "+b, time.Minute, time.Second, func() bool {
+			kv, err := w.js.KeyValue(ctx, b)
+			if err == nil {
+				kw, err = kv.WatchAll(ctx, jetstream.UpdatesOnly())
+			}
+			return err == nil
+		})
+		tl.stop = append(tl.stop, func() { _ = kw.Stop() })
+		go func() {
+			for e := range kw.Updates() {
+				if e != nil {
+					tl.note(b, e)
+				}
+			}
+		}()
+	}
+	return tl
+}
+
+func (tl *timeline) close() {
+	for _, f := range tl.stop {
+		f()
+	}
+}
+
+func (tl *timeline) note(bucket string, e jetstream.KeyValueEntry) {
+	m := mark{at: time.Now(), put: e.Operation() == jetstream.KeyValuePut}
+	var v lease.Value
+	if m.put && json.Unmarshal(e.Value(), &v) == nil {
+		m.instance = v.Instance
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.keys[bucket+"/"+e.Key()] = append(tl.keys[bucket+"/"+e.Key()], m)
+}
+
+// takeover is, for one key, when the victim's lease was gone after the
+// kill (deleted or the expiry marker), when another member wrote it
+// (acquired), and when the group's checkpoint was written after that (the
+// restore done, the tenure's first checkpoint); zero when not seen.
+func (tl *timeline) takeover(key, victim string, killed time.Time) (gone, acquired, ckpt time.Time) {
+	for _, m := range tl.keys["orderwatch_lease/"+key] {
+		switch {
+		case m.at.Before(killed):
+		case !m.put && gone.IsZero():
+			gone = m.at
+		case m.put && m.instance != victim && acquired.IsZero():
+			acquired = m.at
+		}
+	}
+	for _, m := range tl.keys["orderwatch_checkpoint/"+key] {
+		if !acquired.IsZero() && m.put && m.at.After(acquired) {
+			return gone, acquired, m.at
+		}
+	}
+	return gone, acquired, time.Time{}
+}
+
+// report says, for the shops moved, the time from the kill to their
+// lease's expiry, from it to the acquisition by another member, from
+// there to the tenure's first checkpoint, and to the first call (first).
+func (tl *timeline) report(moved []string, stream, victim string, killed time.Time, first map[string]time.Time) string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var gone, take, restore, call []time.Duration
+	for _, id := range moved {
+		g, a, c := tl.takeover(lease.Key(id, stream), victim, killed)
+		f := first[id]
+		if !g.IsZero() {
+			gone = append(gone, g.Sub(killed))
+		}
+		if !g.IsZero() && !a.IsZero() {
+			take = append(take, a.Sub(g))
+		}
+		if !a.IsZero() && !c.IsZero() {
+			restore = append(restore, c.Sub(a))
+		}
+		if !a.IsZero() && !f.IsZero() {
+			call = append(call, f.Sub(a))
+		}
+	}
+	var out []string
+	for _, p := range []struct {
+		name string
+		d    []time.Duration
+	}{{"kill to lease gone", gone}, {"gone to acquired elsewhere", take}, {"acquired to first checkpoint", restore}, {"acquired to first call", call}} {
+		slices.Sort(p.d)
+		if len(p.d) == 0 {
+			out = append(out, p.name+": none")
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s p50 %v p99 %v max %v (%d)", p.name, pct(p.d, 50), pct(p.d, 99), p.d[len(p.d)-1].Round(time.Millisecond), len(p.d)))
+	}
+	return strings.Join(out, "; ")
+}
