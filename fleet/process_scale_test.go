@@ -129,7 +129,8 @@ func TestFleetProcessScale(t *testing.T) {
 	}
 	t.Logf("kill -9 of %s holding %d shops: first call on another process after p50 %v, p99 %v, max %v (lease TTL 9 s); changes lost 0, events doubled 0 (exact event check passed); calls by the killed process after the kill %d (%d sent before it, handled within %v after it); calls overlapping another process's %d; load average %s",
 		victim.name, len(moved), pct(took, 50), pct(took, 99), took[len(took)-1].Round(time.Millisecond), byVictim, atKill, inFlight, overlapping, loadAvg())
-	t.Logf("where the takeover's time went (server's view of the buckets): %s", tl.report(moved, "ORDERS", victim.name, killed, firstCall))
+	t.Logf("lease renewals (server's view) before the kill: %s; after it, the survivors': %s", tl.renewals(time.Time{}, killed, ""), tl.renewals(killed, time.Now(), victim.name))
+	t.Logf("where the takeover's time went (server's view of the lease bucket): %s", tl.report(moved, "ORDERS", victim.name, killed, firstCall))
 	for _, p := range ps {
 		l := p.log.String()
 		if dir := os.Getenv("FLEET_PROCESS_LOGS"); dir != "" {
