@@ -48,3 +48,56 @@ func TestLostRenewalReplyKeepsTheLease(t *testing.T) {
 		t.Errorf("a's lease changed %d times, want 1 (acquired only)", n)
 	}
 }
+
+// slowReplyKV is a bucket whose Updates (when armed) reach the server at
+// once but whose answers come delay later (a server or a process short of
+// CPU): the caller that gives up before then sees its context's error.
+type slowReplyKV struct {
+	jetstream.KeyValue
+	delay    time.Duration
+	armed    atomic.Bool
+	answered atomic.Int32
+}
+
+func (k *slowReplyKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	n, err := k.KeyValue.Update(context.WithoutCancel(ctx), key, value, rev)
+	if !k.armed.Load() {
+		return n, err
+	}
+	t := time.NewTimer(k.delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-t.C:
+		k.answered.Add(1)
+		return n, err
+	}
+}
+
+// TestSlowRenewalAnswersKeepTheLease: every renewal's answer comes later
+// than the renewal interval but well inside the lease's deadline (the
+// starved 1,000-shop fleet of issue 34: round trips of 2-3 s against a
+// renewal every 3 s). The holder keeps its lease: a renewal waits for
+// its answer until the deadline, and the next one goes out a renewal
+// interval after the last one was sent. (Before: a renewal gave up after
+// the renewal interval, its late success was lost, the retries found
+// another revision, read it back and renewed again, and the lease was
+// demoted at the deadline of the last answered renewal.)
+func TestSlowRenewalAnswersKeepTheLease(t *testing.T) {
+	kv, ttl := bucket(t, runServer(t))
+	// TTL 2 s, deadline 1.6 s after a renewal is sent; answers after
+	// 0.6 s, one renewal interval and a half: two in a row still
+	// answer 0.4 s before the deadline.
+	slow := &slowReplyKV{KeyValue: kv, delay: 600 * time.Millisecond}
+	a := start(t, slow, ttl, lease.Config{Instance: "a", Host: "h", Renew: 400 * time.Millisecond, Margin: 400 * time.Millisecond})
+	waitFor(t, "a active", 5*time.Second, a.Active)
+	slow.armed.Store(true)
+	waitFor(t, "six slow renewals answered", 10*time.Second, func() bool { return slow.answered.Load() >= 6 || a.changes.Load() > 1 })
+	if n := a.changes.Load(); n != 1 {
+		t.Errorf("a's lease changed %d times with slow renewal answers, want 1 (acquired only)", n)
+	}
+	if !a.Active() {
+		t.Error("a is not active after slow renewal answers")
+	}
+}
