@@ -16,47 +16,48 @@ import (
 	"github.com/orderwatch/orderwatch/lease"
 )
 
-// timeline follows the lease and checkpoint buckets from the test process
-// (the server's view, no member's): every change of a key with its time
-// and, for a lease, the member that wrote it.
+// timeline follows the lease bucket from the test process (the server's
+// view, no member's): every change of a key with its time and the member
+// that wrote it. Not the checkpoint bucket: at 1,000 shops its stream has
+// 1,000 consumers (the members' watches of the group limits, one per
+// active shop), the default limit per stream of the server in go.mod
+// (JSDefaultMaxConsumersPerStream), and a watch more is refused.
 type timeline struct {
 	mu   sync.Mutex
-	keys map[string][]mark // by bucket + "/" + key
+	keys map[string][]mark // by key
 	stop []func()
 }
 
 type mark struct {
 	at       time.Time
 	put      bool
-	instance string // the lease's writer
+	instance string // the writer
 }
 
-// followTakeovers starts following the buckets of the world's fleet
-// (base: bucket "orderwatch"); a watch that cannot be made yet (a server
-// under load refuses a consumer now and then) is tried again.
+// followTakeovers starts following the lease bucket of the world's fleet
+// (base: bucket "orderwatch"); a watch that cannot be made yet is tried
+// again.
 func followTakeovers(t *testing.T, w *world) *timeline {
 	t.Helper()
 	tl := &timeline{keys: map[string][]mark{}}
 	t.Cleanup(tl.close)
 	ctx := context.Background()
-	for _, b := range []string{"orderwatch_lease"} {
-		var kw jetstream.KeyWatcher
-		testnats.WaitForEvery(t, "a watch of "+b, time.Minute, time.Second, func() bool {
-			kv, err := w.js.KeyValue(ctx, b)
-			if err == nil {
-				kw, err = kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	var kw jetstream.KeyWatcher
+	testnats.WaitForEvery(t, "a watch of the lease bucket", time.Minute, time.Second, func() bool {
+		kv, err := w.js.KeyValue(ctx, "orderwatch_lease")
+		if err == nil {
+			kw, err = kv.WatchAll(ctx, jetstream.UpdatesOnly())
+		}
+		return err == nil
+	})
+	tl.stop = append(tl.stop, func() { _ = kw.Stop() })
+	go func() {
+		for e := range kw.Updates() {
+			if e != nil {
+				tl.note(e)
 			}
-			return err == nil
-		})
-		tl.stop = append(tl.stop, func() { _ = kw.Stop() })
-		go func() {
-			for e := range kw.Updates() {
-				if e != nil {
-					tl.note(b, e)
-				}
-			}
-		}()
-	}
+		}
+	}()
 	return tl
 }
 
@@ -66,7 +67,7 @@ func (tl *timeline) close() {
 	}
 }
 
-func (tl *timeline) note(bucket string, e jetstream.KeyValueEntry) {
+func (tl *timeline) note(e jetstream.KeyValueEntry) {
 	m := mark{at: time.Now(), put: e.Operation() == jetstream.KeyValuePut}
 	var v lease.Value
 	if m.put && json.Unmarshal(e.Value(), &v) == nil {
@@ -74,15 +75,14 @@ func (tl *timeline) note(bucket string, e jetstream.KeyValueEntry) {
 	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	tl.keys[bucket+"/"+e.Key()] = append(tl.keys[bucket+"/"+e.Key()], m)
+	tl.keys[e.Key()] = append(tl.keys[e.Key()], m)
 }
 
 // takeover is, for one key, when the victim's lease was gone after the
-// kill (deleted or the expiry marker), when another member wrote it
-// (acquired), and when the group's checkpoint was written after that (the
-// restore done, the tenure's first checkpoint); zero when not seen.
-func (tl *timeline) takeover(key, victim string, killed time.Time) (gone, acquired, ckpt time.Time) {
-	for _, m := range tl.keys["orderwatch_lease/"+key] {
+// kill (deleted or the expiry marker) and when another member wrote it
+// (acquired); zero when not seen.
+func (tl *timeline) takeover(key, victim string, killed time.Time) (gone, acquired time.Time) {
+	for _, m := range tl.keys[key] {
 		switch {
 		case m.at.Before(killed):
 		case !m.put && gone.IsZero():
@@ -91,32 +91,24 @@ func (tl *timeline) takeover(key, victim string, killed time.Time) (gone, acquir
 			acquired = m.at
 		}
 	}
-	for _, m := range tl.keys["orderwatch_checkpoint/"+key] {
-		if !acquired.IsZero() && m.put && m.at.After(acquired) {
-			return gone, acquired, m.at
-		}
-	}
-	return gone, acquired, time.Time{}
+	return gone, acquired
 }
 
 // report says, for the shops moved, the time from the kill to their
-// lease's expiry, from it to the acquisition by another member, from
-// there to the tenure's first checkpoint, and to the first call (first).
+// lease's expiry, from it to the acquisition by another member, and from
+// there to the first call (first).
 func (tl *timeline) report(moved []string, stream, victim string, killed time.Time, first map[string]time.Time) string {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	var gone, take, restore, call []time.Duration
+	var gone, take, call []time.Duration
 	for _, id := range moved {
-		g, a, c := tl.takeover(lease.Key(id, stream), victim, killed)
+		g, a := tl.takeover(lease.Key(id, stream), victim, killed)
 		f := first[id]
 		if !g.IsZero() {
 			gone = append(gone, g.Sub(killed))
 		}
 		if !g.IsZero() && !a.IsZero() {
 			take = append(take, a.Sub(g))
-		}
-		if !a.IsZero() && !c.IsZero() {
-			restore = append(restore, c.Sub(a))
 		}
 		if !a.IsZero() && !f.IsZero() {
 			call = append(call, f.Sub(a))
@@ -126,7 +118,7 @@ func (tl *timeline) report(moved []string, stream, victim string, killed time.Ti
 	for _, p := range []struct {
 		name string
 		d    []time.Duration
-	}{{"kill to lease gone", gone}, {"gone to acquired elsewhere", take}, {"acquired to first checkpoint", restore}, {"acquired to first call", call}} {
+	}{{"kill to lease gone", gone}, {"gone to acquired elsewhere", take}, {"acquired to first call", call}} {
 		slices.Sort(p.d)
 		if len(p.d) == 0 {
 			out = append(out, p.name+": none")
@@ -147,10 +139,7 @@ func (tl *timeline) renewals(from, to time.Time, skip string) string {
 	defer tl.mu.Unlock()
 	var gaps []time.Duration
 	over := 0
-	for k, ms := range tl.keys {
-		if !strings.HasPrefix(k, "orderwatch_lease/") {
-			continue
-		}
+	for _, ms := range tl.keys {
 		for i := 1; i < len(ms); i++ {
 			a, b := ms[i-1], ms[i]
 			if a.at.Before(from) || b.at.After(to) || !a.put || !b.put || a.instance != b.instance || a.instance == skip {
