@@ -446,28 +446,21 @@ func (l *Lease) step(ctx context.Context) time.Duration {
 	return wait
 }
 
-// renew sends one renewal and waits for its answer until the lease's
-// deadline, not only a renewal interval: on a machine or a server short
-// of CPU an answer may come after the interval, and it still moves the
-// deadline (to the moment it was sent plus the TTL minus the margin).
-// Giving up earlier lost that success, and the retries (another revision
-// found, read back, renewed again) tripled the requests of a loaded server
-// and demoted the holder at the deadline of its last answered renewal.
-// The next renewal goes out a renewal interval after this one was sent.
+// renew renews the lease on revision rev (see renewal for how long it
+// waits); the next renewal goes out a renewal interval after this one was
+// first sent.
 func (l *Lease) renew(ctx context.Context, rev uint64) time.Duration {
-	sent := l.cfg.Mono()
+	first := l.cfg.Mono()
 	l.mu.Lock()
-	since, left := l.since, l.deadline-sent
+	since, left := l.since, l.deadline-first
 	l.mu.Unlock()
-	rctx, cancel := context.WithTimeout(ctx, max(left, l.cfg.Renew))
-	newRev, err := l.update(rctx, rev, l.value(since))
-	cancel()
+	newRev, sent, err := l.renewal(ctx, rev, l.value(since), max(left, l.cfg.Renew))
 	switch {
 	case err == nil:
 		l.mu.Lock()
 		l.rev, l.deadline = newRev, sent+l.ttl-l.cfg.Margin
 		l.mu.Unlock()
-		return max(l.cfg.Renew-(l.cfg.Mono()-sent), 0)
+		return max(l.cfg.Renew-(l.cfg.Mono()-first), 0)
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) && l.stillMine(ctx):
 		// A renewal whose answer was lost reached the server: the key
 		// holds this process's value at a later revision (stillMine
@@ -739,6 +732,58 @@ func (l *Lease) watch(ctx context.Context) {
 		}
 		_ = w.Stop()
 	}
+}
+
+// renewal sends the renewal (Update on rev) and waits for its answer
+// until wait has passed (the lease's deadline): on a machine or a server
+// short of CPU an answer may come after a renewal interval, and it still
+// moves the deadline, to the moment its request was sent (returned) plus
+// the TTL minus the margin. (Giving up after one interval lost that
+// success, the retries found another revision, read it back and renewed
+// again, three requests on a loaded server, and the holder was demoted at
+// the deadline of its last answered renewal.) An answer may also never
+// come (lost in a reconnect): when none came within a renewal interval,
+// the renewal is sent once more on the same revision, while the first
+// one's answer is still awaited. At most one of the two is written; the
+// first success wins, and a revision mismatch (the first one was written,
+// or another process took the key) returns at once, to be read back
+// (stillMine) while the deadline is still ahead.
+func (l *Lease) renewal(ctx context.Context, rev uint64, value []byte, wait time.Duration) (uint64, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	type answer struct {
+		rev  uint64
+		sent time.Duration
+		err  error
+	}
+	answers := make(chan answer, 2)
+	send := func() {
+		sent := l.cfg.Mono()
+		go func() {
+			r, err := l.update(ctx, rev, value)
+			answers <- answer{r, sent, err}
+		}()
+	}
+	send()
+	again := time.NewTimer(l.cfg.Renew)
+	defer again.Stop()
+	var last answer
+	for pending, twice := 1, false; pending > 0; {
+		select {
+		case a := <-answers:
+			pending--
+			if a.err == nil || errors.Is(a.err, jetstream.ErrKeyRevisionMismatch) {
+				return a.rev, a.sent, a.err
+			}
+			last = a
+		case <-again.C:
+			if !twice {
+				twice, pending = true, pending+1
+				send()
+			}
+		}
+	}
+	return 0, 0, last.err
 }
 
 // update renews the key at revision rev.

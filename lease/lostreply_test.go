@@ -101,3 +101,45 @@ func TestSlowRenewalAnswersKeepTheLease(t *testing.T) {
 		t.Error("a is not active after slow renewal answers")
 	}
 }
+
+// hangKV is a bucket whose next Update (when armed) reaches the server but
+// whose answer never comes: the request waits until its context ends.
+type hangKV struct {
+	jetstream.KeyValue
+	armed atomic.Bool
+	hung  atomic.Int32
+}
+
+func (k *hangKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	n, err := k.KeyValue.Update(context.WithoutCancel(ctx), key, value, rev)
+	if err == nil && k.armed.CompareAndSwap(true, false) {
+		k.hung.Add(1)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return n, err
+}
+
+// TestHungRenewalAnswerKeepsTheLease: a renewal reaches the server and its
+// answer never comes (a reply lost in a reconnect). Waiting for it until
+// the deadline would leave no time to find out; a renewal interval after
+// it was sent the renewal goes out once more (the same revision: at most
+// one of the two is written), finds the revision its first copy wrote,
+// adopts it and renews on it: the holder keeps its lease.
+func TestHungRenewalAnswerKeepsTheLease(t *testing.T) {
+	kv, ttl := bucket(t, runServer(t))
+	hang := &hangKV{KeyValue: kv}
+	a := start(t, hang, ttl, lease.Config{Instance: "a", Host: "h", Renew: 400 * time.Millisecond, Margin: 400 * time.Millisecond})
+	waitFor(t, "a active", 5*time.Second, a.Active)
+	hang.armed.Store(true)
+	waitFor(t, "a renewal's answer hung", 5*time.Second, func() bool { return hang.hung.Load() == 1 })
+	for end := time.Now().Add(2 * ttl); time.Now().Before(end); {
+		if a.changes.Load() != 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // sampling, not waiting for a condition
+	}
+	if n := a.changes.Load(); n != 1 {
+		t.Errorf("a's lease changed %d times over one hung renewal answer, want 1 (acquired only)", n)
+	}
+}
