@@ -153,7 +153,11 @@ type Lease struct {
 	// whether OnChange(true) was called for the current tenure.
 	notBefore time.Duration
 	announced bool
-	created   time.Time // the bucket's creation (server clock) when first seen
+	// unsure: the bucket's status could not be read after the key was
+	// written (hold), so the whole TTL is waited out unless a later read
+	// (recheck) finds the bucket first seen still there.
+	unsure  bool
+	created time.Time // the bucket's creation (server clock) when first seen
 
 	// server is a lower bound of the NATS server's clock at the reading
 	// serverAt of Mono (ServerNow); zero before a stamp was read.
@@ -428,6 +432,12 @@ func (l *Lease) step(ctx context.Context) time.Duration {
 	}
 	wait := l.renew(ctx, rev)
 	l.mu.Lock()
+	unsure := l.active && !l.announced && l.unsure
+	l.mu.Unlock()
+	if unsure {
+		l.recheck(ctx)
+	}
+	l.mu.Lock()
 	now := l.cfg.Mono()
 	announce := l.active && !l.announced && now >= l.notBefore && now < l.deadline
 	if announce {
@@ -435,6 +445,9 @@ func (l *Lease) step(ctx context.Context) time.Duration {
 	}
 	if l.active && !l.announced {
 		wait = min(wait, max(l.notBefore-now, 0))
+		if l.unsure {
+			wait = min(wait, 500*time.Millisecond)
+		}
 	}
 	l.mu.Unlock()
 	if announce {
@@ -536,6 +549,13 @@ func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
 		l.notBefore, l.announced = at+hold, hold <= 0
 		l.mu.Unlock()
 		if hold > 0 {
+			l.mu.Lock()
+			unsure := l.unsure
+			l.mu.Unlock()
+			if unsure {
+				l.log.Warn("holding the lease; the bucket's status could not be read, so whether it was created again is not known: active once a read finds it is not, or a TTL from now", "key", l.cfg.Key, "revision", newRev)
+				return min(l.cfg.Renew, 500*time.Millisecond)
+			}
 			l.log.Warn("holding the lease of a bucket created again: active once a holder of the bucket before can no longer be", "key", l.cfg.Key, "revision", newRev, "wait", hold.String())
 			return min(l.cfg.Renew, hold)
 		}
@@ -643,13 +663,18 @@ func (l *Lease) bucketCreated(ctx context.Context) (time.Time, error) {
 func (l *Lease) hold(ctx context.Context, rev uint64) (time.Duration, time.Duration) {
 	l.mu.Lock()
 	first := l.created
+	l.unsure = false
 	l.mu.Unlock()
 	created, err := l.bucketCreated(ctx)
 	switch {
 	case err != nil && first.IsZero():
 		return 0, 0
 	case err != nil:
-		return l.ttl, l.cfg.Mono() // cannot tell: a whole TTL
+		// Cannot tell: a whole TTL, unless recheck can tell sooner.
+		l.mu.Lock()
+		l.unsure = true
+		l.mu.Unlock()
+		return l.ttl, l.cfg.Mono()
 	case first.IsZero():
 		l.mu.Lock()
 		l.created = created
@@ -667,6 +692,27 @@ func (l *Lease) hold(ctx context.Context, rev uint64) (time.Duration, time.Durat
 		return l.ttl, at // cannot tell when the entry was stamped: a whole TTL
 	}
 	return created.Add(l.ttl).Sub(e.Created()), at
+}
+
+// recheck reads the bucket's status again for a lease held while it could
+// not be read (hold, unsure): the bucket first seen is still there, so the
+// key was written in it and the lease is active now (as hold says for
+// that bucket); one created again keeps the whole TTL's wait.
+func (l *Lease) recheck(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Renew)
+	defer cancel()
+	created, err := l.bucketCreated(ctx)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unsure = false
+	if created.Equal(l.created) {
+		l.notBefore = l.cfg.Mono()
+		return
+	}
+	l.created = created
 }
 
 func (l *Lease) demote(why string) {
