@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,9 +26,13 @@ import (
 // busiest process the time until each of its shops has its first call on
 // another process (p50, p99, max), with the exact event check (no change
 // lost, no event doubled) and the check that no shop is called by two
-// processes at once. FLEET_PROCESS_SPIN=n starts n processes spinning on
-// the cores once every shop is active, until the end (other work loading
-// the machine during the idle window, the kill and the takeover).
+// processes at once, and where the takeover's time went (from the test's
+// watch of the lease bucket: the lease gone, acquired elsewhere, the first
+// call) with the lease renewals as the server received them.
+// FLEET_PROCESS_SPIN=n starts n processes spinning on the cores once every
+// shop is active, until the end (other work loading the machine during the
+// idle window, the kill and the takeover); FLEET_PROCESS_LOGS=dir keeps the
+// processes' logs (warnings and errors) there.
 func TestFleetProcessScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("FLEET_PROCESS_SHOPS"))
 	if n <= 0 {
@@ -42,9 +47,17 @@ func TestFleetProcessScale(t *testing.T) {
 	t.Logf("load average at start: %s", loadAvg())
 	started := time.Now()
 	ps := []*proc{w.startProcess(bin, "p0"), w.startProcess(bin, "p1"), w.startProcess(bin, "p2")}
+	if dir := os.Getenv("FLEET_PROCESS_LOGS"); dir != "" {
+		t.Cleanup(func() { // also when the test failed
+			for _, p := range ps {
+				_ = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.log.String()), 0o644)
+			}
+		})
+	}
 	waitEvery(t, "every shop active on one of three processes", 15*time.Minute, func() bool { return spread(ps, n) })
 	t.Logf("%d shops on 3 processes: every shop active (its first sync done) and every process ready after %v",
 		n, time.Since(started).Round(time.Millisecond))
+	tl := followTakeovers(t, w)
 	spin(t)
 	// A measurement, not a wait for a condition: the first syncs' dumps
 	// and checkpoints are behind, the idle period starts clean.
@@ -80,6 +93,14 @@ func TestFleetProcessScale(t *testing.T) {
 	if err := victim.cmd.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range survivors {
+				rep := p.report()
+				t.Logf("%s at the end: ready %v, counts %v, shops by state and reason: %v", p.name, rep.Ready, rep.Counts, byState(rep))
+			}
+		}
+	})
 	after := w.mutate(1)
 	waitEvery(t, "the killed process's shops on the other two", 10*time.Minute, func() bool { return spread(survivors, n) })
 	w.waitEvents(append(before, after...), 2*time.Minute)
@@ -103,10 +124,12 @@ func TestFleetProcessScale(t *testing.T) {
 			}
 		}
 	}
+	firstCall := map[string]time.Time{}
 	for _, id := range moved {
 		for _, c := range calls2[id] {
 			if agentMember(c.Agent) != victim.name {
 				took = append(took, c.Start.Sub(killed))
+				firstCall[id] = c.Start
 				break
 			}
 		}
@@ -125,11 +148,22 @@ func TestFleetProcessScale(t *testing.T) {
 	}
 	t.Logf("kill -9 of %s holding %d shops: first call on another process after p50 %v, p99 %v, max %v (lease TTL 9 s); changes lost 0, events doubled 0 (exact event check passed); calls by the killed process after the kill %d (%d sent before it, handled within %v after it); calls overlapping another process's %d; load average %s",
 		victim.name, len(moved), pct(took, 50), pct(took, 99), took[len(took)-1].Round(time.Millisecond), byVictim, atKill, inFlight, overlapping, loadAvg())
+	t.Logf("lease renewals (server's view) before the kill: %s; after it, the survivors': %s", tl.renewals(time.Time{}, killed, ""), tl.renewals(killed, time.Now(), victim.name))
+	t.Logf("where the takeover's time went (server's view of the lease bucket): %s", tl.report(moved, "ORDERS", victim.name, killed, firstCall))
 	for _, p := range ps {
 		l := p.log.String()
 		t.Logf("%s log (warnings and errors): %d lines, %d \"cannot be reached yet\", %d \"maximum consumers\"; most frequent: %s", p.name, strings.Count(l, "\n"),
 			strings.Count(l, "cannot be reached yet"), strings.Count(l, "maximum consumers"), frequent(l, 4))
 	}
+}
+
+// byState counts a member's shops by state and reason.
+func byState(rep Report) map[string]int {
+	out := map[string]int{}
+	for _, s := range rep.Shops {
+		out[s.State+" "+s.Reason]++
+	}
+	return out
 }
 
 // frequent names the n most frequent messages of a log (JSON or text

@@ -153,7 +153,11 @@ type Lease struct {
 	// whether OnChange(true) was called for the current tenure.
 	notBefore time.Duration
 	announced bool
-	created   time.Time // the bucket's creation (server clock) when first seen
+	// unsure: the bucket's status could not be read after the key was
+	// written (hold), so the whole TTL is waited out unless a later read
+	// (recheck) finds the bucket first seen still there.
+	unsure  bool
+	created time.Time // the bucket's creation (server clock) when first seen
 
 	// server is a lower bound of the NATS server's clock at the reading
 	// serverAt of Mono (ServerNow); zero before a stamp was read.
@@ -428,6 +432,12 @@ func (l *Lease) step(ctx context.Context) time.Duration {
 	}
 	wait := l.renew(ctx, rev)
 	l.mu.Lock()
+	unsure := l.active && !l.announced && l.unsure
+	l.mu.Unlock()
+	if unsure {
+		l.recheck(ctx)
+	}
+	l.mu.Lock()
 	now := l.cfg.Mono()
 	announce := l.active && !l.announced && now >= l.notBefore && now < l.deadline
 	if announce {
@@ -435,6 +445,9 @@ func (l *Lease) step(ctx context.Context) time.Duration {
 	}
 	if l.active && !l.announced {
 		wait = min(wait, max(l.notBefore-now, 0))
+		if l.unsure {
+			wait = min(wait, 500*time.Millisecond)
+		}
 	}
 	l.mu.Unlock()
 	if announce {
@@ -446,20 +459,21 @@ func (l *Lease) step(ctx context.Context) time.Duration {
 	return wait
 }
 
+// renew renews the lease on revision rev (see renewal for how long it
+// waits); the next renewal goes out a renewal interval after this one was
+// first sent.
 func (l *Lease) renew(ctx context.Context, rev uint64) time.Duration {
+	first := l.cfg.Mono()
 	l.mu.Lock()
-	since := l.since
+	since, left := l.since, l.deadline-first
 	l.mu.Unlock()
-	sent := l.cfg.Mono()
-	rctx, cancel := context.WithTimeout(ctx, l.cfg.Renew)
-	newRev, err := l.kv.Update(rctx, l.cfg.Key, l.value(since), rev)
-	cancel()
+	newRev, sent, err := l.renewal(ctx, rev, l.value(since), max(left, l.cfg.Renew))
 	switch {
 	case err == nil:
 		l.mu.Lock()
 		l.rev, l.deadline = newRev, sent+l.ttl-l.cfg.Margin
 		l.mu.Unlock()
-		return l.cfg.Renew
+		return max(l.cfg.Renew-(l.cfg.Mono()-first), 0)
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) && l.stillMine(ctx):
 		// A renewal whose answer was lost reached the server: the key
 		// holds this process's value at a later revision (stillMine
@@ -535,6 +549,13 @@ func (l *Lease) acquire(ctx context.Context, rev uint64) time.Duration {
 		l.notBefore, l.announced = at+hold, hold <= 0
 		l.mu.Unlock()
 		if hold > 0 {
+			l.mu.Lock()
+			unsure := l.unsure
+			l.mu.Unlock()
+			if unsure {
+				l.log.Warn("holding the lease; the bucket's status could not be read, so whether it was created again is not known: active once a read finds it is not, or a TTL from now", "key", l.cfg.Key, "revision", newRev)
+				return min(l.cfg.Renew, 500*time.Millisecond)
+			}
 			l.log.Warn("holding the lease of a bucket created again: active once a holder of the bucket before can no longer be", "key", l.cfg.Key, "revision", newRev, "wait", hold.String())
 			return min(l.cfg.Renew, hold)
 		}
@@ -642,13 +663,18 @@ func (l *Lease) bucketCreated(ctx context.Context) (time.Time, error) {
 func (l *Lease) hold(ctx context.Context, rev uint64) (time.Duration, time.Duration) {
 	l.mu.Lock()
 	first := l.created
+	l.unsure = false
 	l.mu.Unlock()
 	created, err := l.bucketCreated(ctx)
 	switch {
 	case err != nil && first.IsZero():
 		return 0, 0
 	case err != nil:
-		return l.ttl, l.cfg.Mono() // cannot tell: a whole TTL
+		// Cannot tell: a whole TTL, unless recheck can tell sooner.
+		l.mu.Lock()
+		l.unsure = true
+		l.mu.Unlock()
+		return l.ttl, l.cfg.Mono()
 	case first.IsZero():
 		l.mu.Lock()
 		l.created = created
@@ -666,6 +692,27 @@ func (l *Lease) hold(ctx context.Context, rev uint64) (time.Duration, time.Durat
 		return l.ttl, at // cannot tell when the entry was stamped: a whole TTL
 	}
 	return created.Add(l.ttl).Sub(e.Created()), at
+}
+
+// recheck reads the bucket's status again for a lease held while it could
+// not be read (hold, unsure): the bucket first seen is still there, so the
+// key was written in it and the lease is active now (as hold says for
+// that bucket); one created again keeps the whole TTL's wait.
+func (l *Lease) recheck(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Renew)
+	defer cancel()
+	created, err := l.bucketCreated(ctx)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unsure = false
+	if created.Equal(l.created) {
+		l.notBefore = l.cfg.Mono()
+		return
+	}
+	l.created = created
 }
 
 func (l *Lease) demote(why string) {
@@ -731,4 +778,61 @@ func (l *Lease) watch(ctx context.Context) {
 		}
 		_ = w.Stop()
 	}
+}
+
+// renewal sends the renewal (Update on rev) and waits for its answer
+// until wait has passed (the lease's deadline): on a machine or a server
+// short of CPU an answer may come after a renewal interval, and it still
+// moves the deadline, to the moment its request was sent (returned) plus
+// the TTL minus the margin. (Giving up after one interval lost that
+// success, the retries found another revision, read it back and renewed
+// again, three requests on a loaded server, and the holder was demoted at
+// the deadline of its last answered renewal.) An answer may also never
+// come (lost in a reconnect): when none came within a renewal interval,
+// the renewal is sent once more on the same revision, while the first
+// one's answer is still awaited. At most one of the two is written; the
+// first success wins, and a revision mismatch (the first one was written,
+// or another process took the key) returns at once, to be read back
+// (stillMine) while the deadline is still ahead.
+func (l *Lease) renewal(ctx context.Context, rev uint64, value []byte, wait time.Duration) (uint64, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	type answer struct {
+		rev  uint64
+		sent time.Duration
+		err  error
+	}
+	answers := make(chan answer, 2)
+	send := func() {
+		sent := l.cfg.Mono()
+		go func() {
+			r, err := l.update(ctx, rev, value)
+			answers <- answer{r, sent, err}
+		}()
+	}
+	send()
+	again := time.NewTimer(l.cfg.Renew)
+	defer again.Stop()
+	var last answer
+	for pending, twice := 1, false; pending > 0; {
+		select {
+		case a := <-answers:
+			pending--
+			if a.err == nil || errors.Is(a.err, jetstream.ErrKeyRevisionMismatch) {
+				return a.rev, a.sent, a.err
+			}
+			last = a
+		case <-again.C:
+			if !twice {
+				twice, pending = true, pending+1
+				send()
+			}
+		}
+	}
+	return 0, 0, last.err
+}
+
+// update renews the key at revision rev.
+func (l *Lease) update(ctx context.Context, rev uint64, value []byte) (uint64, error) {
+	return l.kv.Update(ctx, l.cfg.Key, value, rev)
 }
