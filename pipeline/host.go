@@ -60,10 +60,11 @@ type Host struct {
 	takeovers chan struct{}
 
 	mu        sync.Mutex
-	buckets   *replica.Buckets // nil until BindBuckets
-	srv       *http.Server     // what the listener serves, once Serve was called
+	buckets   *replica.Buckets    // nil until BindBuckets
+	limits    *replica.LimitsFeed // the groups' limits keys' one watch (with buckets)
+	srv       *http.Server        // what the listener serves, once Serve was called
 	closed    bool
-	stopWatch context.CancelFunc              // the lease bucket's watch (BindBuckets)
+	stopWatch context.CancelFunc              // the lease bucket's and the limits' watches (BindBuckets)
 	followers []func(jetstream.KeyValueEntry) // FollowLeases
 	wakers    map[string]map[*func()]struct{} // by lease key: the pipelines' WakeLease
 }
@@ -186,7 +187,8 @@ func (h *Host) Serve(handler http.Handler) bool {
 // it is built (the replica checks the stream and refuses another shop's
 // group before any call, replica.ShopConflictError), and its lease's key
 // is not watched by a consumer of its own (the process watches the
-// bucket once for all of them, watchLeases). The first binding stays.
+// bucket once for all of them, watchLeases), nor its group's limits key
+// (the process's one watch of them, LimitsFeed). The first binding stays.
 func (h *Host) BindBuckets(ctx context.Context, js jetstream.JetStream, stream, name string, ttl time.Duration, replicas int) (*replica.Buckets, error) {
 	if b := h.Buckets(); b != nil {
 		return b, nil
@@ -214,7 +216,7 @@ func (h *Host) BindBuckets(ctx context.Context, js jetstream.JetStream, stream, 
 }
 
 // adopt makes b the host's buckets, unless it has some, and watches their
-// lease bucket.
+// lease bucket and the groups' limits keys of their checkpoint bucket.
 func (h *Host) adopt(b *replica.Buckets) *replica.Buckets {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -223,6 +225,8 @@ func (h *Host) adopt(b *replica.Buckets) *replica.Buckets {
 		wctx, stop := context.WithCancel(context.Background())
 		h.stopWatch = stop
 		go h.watchLeases(wctx, b.Lease)
+		h.limits = replica.NewLimitsFeed(b.Checkpoints, time.Second)
+		go h.limits.Run(wctx)
 	}
 	return h.buckets
 }
@@ -311,6 +315,15 @@ func (h *Host) tell(e jetstream.KeyValueEntry) {
 	for _, f := range wake {
 		f()
 	}
+}
+
+// LimitsFeed is the process's one watch of the groups' limits keys in
+// the checkpoint bucket of Buckets, for all its pipelines' replicas
+// (replica.Config.LimitsFeed); nil before BindBuckets.
+func (h *Host) LimitsFeed() *replica.LimitsFeed {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.limits
 }
 
 // Buckets are the buckets bound by BindBuckets (nil before).

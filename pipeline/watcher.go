@@ -233,12 +233,17 @@ func (w *Watcher) newReplica() *replica.Replica {
 		id = host
 	}
 	limits, merges := LimitRecords()
+	// The feed watches the host's checkpoint bucket: only with its buckets.
+	buckets, feed := w.host.Buckets(), w.host.LimitsFeed()
+	if buckets == nil {
+		feed = nil
+	}
 	return replica.New(replica.Config{
 		NC: w.nc, Store: w.store, FileLock: w.store.LockID(), EnsureStream: w.pub.EnsureStream, Stream: w.cfg.Stream, SubjectPrefix: w.cfg.SubjectPrefix,
 		Key: w.cfg.GroupKey(), LegacyKey: w.cfg.LegacyGroupKey(), Instance: id, Host: host, Bucket: w.cfg.LeaseBucket, TTL: w.cfg.LeaseTTL, Replicas: w.cfg.LeaseReplicas,
 		Shop: w.cfg.Shop(), ShopURL: w.cfg.PlentyURL, Source: w.cfg.EventSource(),
 		Own: []string{publisher.PublisherRecord}, Limits: limits, Merges: merges, Logger: w.log, Registerer: w.opt.Registerer, Tuning: w.opt.Replica, Now: w.opt.Now,
-		Buckets: w.host.Buckets(), Takeovers: w.host.takeovers,
+		Buckets: buckets, Takeovers: w.host.takeovers, LimitsFeed: feed,
 	})
 }
 

@@ -388,9 +388,19 @@ type LimitsApplier interface {
 
 // followLimits merges what other replicas write to the group's limits
 // while this one is active into its state file and, for a LimitsApplier,
-// into its running workers, as it is written (a watch of the key).
+// into its running workers, as it is written: through the process's feed
+// (Config.LimitsFeed, one watch for all its replicas), else a watch of
+// the key of its own.
 func (r *Replica) followLimits(ctx context.Context, p Pipeline) (stop func()) {
 	ap, applies := p.(LimitsApplier)
+	take := func(e jetstream.KeyValueEntry) {
+		if e != nil && e.Operation() == jetstream.KeyValuePut && r.adopt(e) && applies {
+			ap.GroupLimits()
+		}
+	}
+	if f := r.cfg.LimitsFeed; f != nil {
+		return f.follow(r.limitsKey(), take)
+	}
 	return background(ctx, func(ctx context.Context) {
 		for ctx.Err() == nil {
 			w, err := r.ckv.Watch(ctx, r.limitsKey(), jetstream.UpdatesOnly())
@@ -406,8 +416,8 @@ func (r *Replica) followLimits(ctx context.Context, p Pipeline) (stop func()) {
 				case <-ctx.Done():
 				case e, ok := <-w.Updates():
 					open = ok
-					if ok && e != nil && e.Operation() == jetstream.KeyValuePut && r.adopt(e) && applies {
-						ap.GroupLimits()
+					if ok {
+						take(e)
 					}
 				}
 			}

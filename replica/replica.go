@@ -111,6 +111,12 @@ type Config struct {
 	// too). A replica waiting for its turn holds the lease and calls
 	// nothing.
 	Takeovers chan struct{}
+	// LimitsFeed, when set, is the process's one watch of the groups'
+	// limits keys in the checkpoint bucket of Buckets (NewLimitsFeed,
+	// run by the process): the active replica follows its group's limits
+	// through it instead of a watch of its own (a consumer per active
+	// shop on the bucket's stream).
+	LimitsFeed *LimitsFeed
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // the hot standby's metrics; nil: none
