@@ -73,7 +73,7 @@ func TestOneLimitsWatchPerProcess(t *testing.T) {
 	}
 	t.Cleanup(h.Close)
 	const shops, k = 4, 2
-	ws := make([]*Watcher, shops)
+	ws, stops := make([]*Watcher, shops), make([]func(), shops)
 	for i := range ws {
 		cfg := testConfig(t, fmt.Sprintf("http://127.0.0.1:%d", i+1), url)
 		cfg.Stream, cfg.SubjectPrefix, cfg.HTTPAddr = fmt.Sprintf("ORDERS%d", i), fmt.Sprintf("orders%d", i), ""
@@ -85,7 +85,8 @@ func TestOneLimitsWatchPerProcess(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = w.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		stops[i] = func() { cancel(); <-done }
+		t.Cleanup(stops[i])
 		ws[i] = w
 	}
 	for i, w := range ws {
@@ -122,5 +123,13 @@ func TestOneLimitsWatchPerProcess(t *testing.T) {
 	}
 	if n := info.State.Consumers; n != 1 {
 		t.Errorf("%d consumers on the checkpoint bucket's stream with %d active shops in one process, want 1 (one watch of the limits keys per process)", n, shops)
+	}
+	// A replica follows while it is active: a stopped one no more.
+	if n := h.LimitsFeed().Following(); n != shops {
+		t.Errorf("%d replicas follow their limits through the host's feed, want %d", n, shops)
+	}
+	stops[0]()
+	if n := h.LimitsFeed().Following(); n != shops-1 {
+		t.Errorf("%d replicas follow their limits after one stopped, want %d", n, shops-1)
 	}
 }
