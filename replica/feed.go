@@ -47,12 +47,20 @@ func NewLimitsFeed(kv jetstream.KeyValue, retry time.Duration) *LimitsFeed {
 
 // Run watches the limits keys (their changes from now on) until ctx ends.
 func (f *LimitsFeed) Run(ctx context.Context) {
+	watchUpdates(ctx, f.kv, LimitsKeys, f.retry, f.dispatch)
+}
+
+// watchUpdates hands take every change of the keys of kv matching keys
+// from when its watch opens until ctx ends: a watch that closes is opened
+// again at once, one that fails after retry (changes in between are not
+// seen).
+func watchUpdates(ctx context.Context, kv jetstream.KeyValue, keys string, retry time.Duration, take func(jetstream.KeyValueEntry)) {
 	for ctx.Err() == nil {
-		w, err := f.kv.Watch(ctx, LimitsKeys, jetstream.UpdatesOnly())
+		w, err := kv.Watch(ctx, keys, jetstream.UpdatesOnly())
 		if err != nil {
 			select {
 			case <-ctx.Done():
-			case <-time.After(f.retry):
+			case <-time.After(retry):
 			}
 			continue
 		}
@@ -62,7 +70,7 @@ func (f *LimitsFeed) Run(ctx context.Context) {
 			case e, ok := <-w.Updates():
 				open = ok
 				if ok && e != nil {
-					f.dispatch(e)
+					take(e)
 				}
 			}
 		}

@@ -394,36 +394,14 @@ type LimitsApplier interface {
 func (r *Replica) followLimits(ctx context.Context, p Pipeline) (stop func()) {
 	ap, applies := p.(LimitsApplier)
 	take := func(e jetstream.KeyValueEntry) {
-		if e != nil && e.Operation() == jetstream.KeyValuePut && r.adopt(e) && applies {
+		if e.Operation() == jetstream.KeyValuePut && r.adopt(e) && applies {
 			ap.GroupLimits()
 		}
 	}
 	if f := r.cfg.LimitsFeed; f != nil {
 		return f.follow(r.limitsKey(), take)
 	}
-	return background(ctx, func(ctx context.Context) {
-		for ctx.Err() == nil {
-			w, err := r.ckv.Watch(ctx, r.limitsKey(), jetstream.UpdatesOnly())
-			if err != nil {
-				select {
-				case <-ctx.Done():
-				case <-time.After(r.cfg.Retry):
-				}
-				continue
-			}
-			for open := true; open && ctx.Err() == nil; {
-				select {
-				case <-ctx.Done():
-				case e, ok := <-w.Updates():
-					open = ok
-					if ok {
-						take(e)
-					}
-				}
-			}
-			_ = w.Stop()
-		}
-	})
+	return background(ctx, func(ctx context.Context) { watchUpdates(ctx, r.ckv, r.limitsKey(), r.cfg.Retry, take) })
 }
 
 // adopt merges a value of the limits key written by another replica into
