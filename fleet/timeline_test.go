@@ -18,10 +18,10 @@ import (
 
 // timeline follows the lease bucket from the test process (the server's
 // view, no member's): every change of a key with its time and the member
-// that wrote it. Not the checkpoint bucket: at 1,000 shops its stream has
-// 1,000 consumers (the members' watches of the group limits, one per
-// active shop), the default limit per stream of the server in go.mod
-// (JSDefaultMaxConsumersPerStream), and a watch more is refused.
+// that wrote it. Only the lease bucket: the takeover's steps are there.
+// (A member watches the checkpoint bucket's limits once per process, since
+// replica.LimitsFeed; before, one watch per active shop reached the server's
+// 1,000 consumers per stream at 1,000 shops and a watch more was refused.)
 type timeline struct {
 	mu   sync.Mutex
 	keys map[string][]mark // by key
