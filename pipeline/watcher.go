@@ -93,18 +93,8 @@ type workers struct {
 // and publisher and listens on the HTTP address. It makes no call to the
 // service. A configuration mistake is a *ConfigError.
 func New(cfg *Config, opt Options) (_ *Watcher, err error) {
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opt.Registerer == nil {
-		reg := prometheus.NewRegistry()
-		opt.Registerer, opt.Gatherer = reg, reg
-	}
-	if opt.Gatherer == nil {
-		return nil, errors.New("watcher: Options.Gatherer is required with Options.Registerer (what /metrics serves)")
-	}
-	if opt.Version == "" {
-		opt.Version = "dev"
+	if err := opt.setDefaults(); err != nil {
+		return nil, err
 	}
 	w := &Watcher{cfg: cfg, log: opt.Logger, reg: &registered{Registerer: opt.Registerer}}
 	opt.Registerer = w.reg
@@ -134,18 +124,7 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		}
 	}
 	w.nc = w.host.Conn()
-	w.pub, err = publisher.New(w.nc, w.store, publisher.Config{
-		Stream: cfg.Stream, CreateStream: cfg.StreamCreate, SubjectPrefix: cfg.SubjectPrefix,
-		DuplicateWindow: cfg.DuplicateWindow, MaxAge: cfg.StreamMaxAge, MaxBytes: cfg.StreamMaxBytes,
-		Replicas: cfg.StreamReplicas, MaxInFlight: cfg.PublishInFlight, Logger: log,
-		OnPublished: func(n int, _ time.Duration) { w.metrics.published.Add(float64(n)) },
-		OnError:     func(error) { w.metrics.publishErrors.Inc() },
-		OnDuplicate: func() { w.metrics.publishDups.Inc() },
-		OnLookup:    func(r string) { w.metrics.dedupLookups.WithLabelValues(r).Inc() },
-		Gate:        w.gate,
-		Shop:        cfg.Shop(), ShopURL: cfg.PlentyURL, StreamOwner: w.host.cfg.StreamOwner,
-	})
-	if err != nil {
+	if w.pub, err = w.newPublisher(); err != nil {
 		return nil, ConfigErrorf("%v", err)
 	}
 	if err := w.refuseOtherShop(); err != nil {
@@ -172,6 +151,41 @@ func New(cfg *Config, opt Options) (_ *Watcher, err error) {
 		w.firstSyncPct.Store(100)
 	}
 	return w, nil
+}
+
+// setDefaults fills in the options New was not given.
+func (opt *Options) setDefaults() error {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		opt.Registerer, opt.Gatherer = reg, reg
+	}
+	if opt.Gatherer == nil {
+		return errors.New("watcher: Options.Gatherer is required with Options.Registerer (what /metrics serves)")
+	}
+	if opt.Version == "" {
+		opt.Version = "dev"
+	}
+	return nil
+}
+
+// newPublisher is the shop's publisher on the host's connection, feeding the
+// metrics and gated by the lease.
+func (w *Watcher) newPublisher() (*publisher.Publisher, error) {
+	cfg := w.cfg
+	return publisher.New(w.nc, w.store, publisher.Config{
+		Stream: cfg.Stream, CreateStream: cfg.StreamCreate, SubjectPrefix: cfg.SubjectPrefix,
+		DuplicateWindow: cfg.DuplicateWindow, MaxAge: cfg.StreamMaxAge, MaxBytes: cfg.StreamMaxBytes,
+		Replicas: cfg.StreamReplicas, MaxInFlight: cfg.PublishInFlight, Logger: w.log,
+		OnPublished: func(n int, _ time.Duration) { w.metrics.published.Add(float64(n)) },
+		OnError:     func(error) { w.metrics.publishErrors.Inc() },
+		OnDuplicate: func() { w.metrics.publishDups.Inc() },
+		OnLookup:    func(r string) { w.metrics.dedupLookups.WithLabelValues(r).Inc() },
+		Gate:        w.gate,
+		Shop:        cfg.Shop(), ShopURL: cfg.PlentyURL, StreamOwner: w.host.cfg.StreamOwner,
+	})
 }
 
 // refuseOtherShop fails with a configuration error, naming both shops,

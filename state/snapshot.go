@@ -123,27 +123,8 @@ func (s *Store) Commit(c Commit) error {
 				return fmt.Errorf("outbox: %w", err)
 			}
 		}
-		meta := tx.Bucket(bucketMeta)
-		if c.Watermark != nil && !c.Watermark.IsZero() {
-			cur, err := getTime(meta, keyWatermark)
-			if err != nil {
-				return corruptError(s.path, err)
-			}
-			if c.Watermark.After(cur) {
-				if err := putTime(meta, keyWatermark, *c.Watermark); err != nil {
-					return err
-				}
-			}
-		}
-		if c.BaselineDone {
-			if err := meta.Put(keyBaselineDone, []byte{1}); err != nil {
-				return err
-			}
-		}
-		if c.LastSweep != nil {
-			if err := putTime(meta, keyLastSweep, *c.LastSweep); err != nil {
-				return err
-			}
+		if err := s.putCommitMeta(tx.Bucket(bucketMeta), c); err != nil {
+			return err
 		}
 		if err := putQuarantine(tx, c.Quarantine); err != nil {
 			return err
@@ -154,5 +135,30 @@ func (s *Store) Commit(c Commit) error {
 		return fmt.Errorf("commit to state file %s: %w", s.path, err)
 	}
 	s.depth.Add(int64(len(c.Events)))
+	return nil
+}
+
+// putCommitMeta writes a commit's watermark (never backwards), its
+// first-sync mark and its last sweep's time.
+func (s *Store) putCommitMeta(meta *bolt.Bucket, c Commit) error {
+	if c.Watermark != nil && !c.Watermark.IsZero() {
+		cur, err := getTime(meta, keyWatermark)
+		if err != nil {
+			return corruptError(s.path, err)
+		}
+		if c.Watermark.After(cur) {
+			if err := putTime(meta, keyWatermark, *c.Watermark); err != nil {
+				return err
+			}
+		}
+	}
+	if c.BaselineDone {
+		if err := meta.Put(keyBaselineDone, []byte{1}); err != nil {
+			return err
+		}
+	}
+	if c.LastSweep != nil {
+		return putTime(meta, keyLastSweep, *c.LastSweep)
+	}
 	return nil
 }
