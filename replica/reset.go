@@ -119,7 +119,9 @@ func (r *Replica) noteGroupWins(before state.Meta) {
 	if err != nil || !before.Watermark.IsZero() || m.Watermark.IsZero() {
 		return
 	}
-	r.log.Warn("a new state file continues from the group's checkpoint, not from WATCHER_START_FROM: "+
+	// Info, not a warning: in a fleet every shop a member takes over for the
+	// first time does this (hundreds of lines at a member's death).
+	r.log.Info("a new state file continues from the group's checkpoint, not from WATCHER_START_FROM: "+
 		"to start the whole group over, stop every replica and run watcher reset",
 		"key", r.Key(), "watermark", m.Watermark.Format(time.RFC3339), "baseline_done", m.BaselineDone)
 }
