@@ -70,14 +70,18 @@ type Watcher struct {
 	work atomic.Pointer[workers] // replaced as a whole at a takeover
 
 	sweepAlive, pubAlive atomic.Bool
-	stateDownSince       atomic.Int64           // unix nanos when writes to the state file started failing
-	lastOK               atomic.Int64           // unix nanos of the last verified sweep
-	gap                  atomic.Int64           // the current time between sweeps (nanos)
-	lastSlice            atomic.Int64           // unix nanos of the last verified slice (first-sync progress)
-	firstSyncPct         atomic.Int64           // percent of the first sync verified
-	clockProblem         atomic.Value           // string: the last sweep's clock problem, "" when none
-	shareInertWarned     atomic.Bool            // the CALL_SHARE-inert warning was logged
-	unleased             atomic.Pointer[string] // without the lease: why not calling ("" none; unleased.go)
+	// loops is closed when the loops of the last start have ended: a start
+	// waits for it, so two runs of one poller never overlap (a stop that
+	// timed out leaves them finishing a write).
+	loops            atomic.Pointer[chan struct{}]
+	stateDownSince   atomic.Int64           // unix nanos when writes to the state file started failing
+	lastOK           atomic.Int64           // unix nanos of the last verified sweep
+	gap              atomic.Int64           // the current time between sweeps (nanos)
+	lastSlice        atomic.Int64           // unix nanos of the last verified slice (first-sync progress)
+	firstSyncPct     atomic.Int64           // percent of the first sync verified
+	clockProblem     atomic.Value           // string: the last sweep's clock problem, "" when none
+	shareInertWarned atomic.Bool            // the CALL_SHARE-inert warning was logged
+	unleased         atomic.Pointer[string] // without the lease: why not calling ("" none; unleased.go)
 }
 
 // workers are what reads the state file when it is built: built at the
@@ -454,10 +458,20 @@ func (p hooks) Rescan(from time.Time, applied func()) { p.w.work.Load().poll.Res
 // shutdown timeout and, with flush, publishes what is left in the outbox
 // (bounded by the same timeout); it returns the entries left.
 func (w *Watcher) start(ctx context.Context) (stop func(flush bool) int) {
+	if prev := w.loops.Load(); prev != nil {
+		select {
+		case <-*prev:
+		case <-ctx.Done():
+			return func(bool) int { return w.store.OutboxDepth() }
+		}
+	}
 	wk := w.work.Load()
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
+	done := make(chan struct{})
+	w.loops.Store(&done)
+	go func() { wg.Wait(); close(done) }()
 	go func() {
 		defer wg.Done()
 		w.sweepAlive.Store(true)
@@ -482,10 +496,8 @@ func (w *Watcher) start(ctx context.Context) (stop func(flush bool) int) {
 			w.log.Info("shutting down: finishing the page in hand, then flushing the outbox", "timeout", w.cfg.ShutdownTimeout.String())
 		}
 		cancel()
-		loops := make(chan struct{})
-		go func() { wg.Wait(); close(loops) }()
 		select {
-		case <-loops:
+		case <-done:
 		case <-time.After(w.cfg.ShutdownTimeout):
 			w.log.Warn("the sweep or publish loop did not stop within the shutdown timeout; exiting without waiting")
 		}
