@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/lease"
+	"github.com/orderwatch/orderwatch/state"
 )
 
 // The group's limits: what binds the shop's calls (the waits the service
@@ -100,14 +101,11 @@ type notifying struct {
 }
 
 func (n notifying) SaveRecord(name string, v any) error {
-	limits := slices.Contains(n.r.cfg.Limits, name)
-	if limits {
-		// Kept first: a process that dies after the component's save
-		// and before the group's write still has it at its restart.
-		n.r.remember(name, v)
+	if !slices.Contains(n.r.cfg.Limits, name) {
+		return n.RecordStore.SaveRecord(name, v)
 	}
-	err := n.RecordStore.SaveRecord(name, v)
-	if err == nil && limits {
+	err := n.r.saveKept(n.RecordStore, name, v)
+	if err == nil {
 		if a, ok := v.(Absorber); ok {
 			n.r.absorbers.Store(name, a)
 		}
@@ -116,17 +114,26 @@ func (n notifying) SaveRecord(name string, v any) error {
 	return err
 }
 
+// recordsSaver is a RecordStore that saves several records in one
+// transaction (*state.Store).
+type recordsSaver interface {
+	SaveRecords(recs ...state.Record) error
+}
+
 // UnsentRecord is the state file's record of what was saved through
 // Records and is not yet in the group's limits (name → value, on this
 // process's clock): this file's own (never replaced by a checkpoint).
 const UnsentRecord = "replica.unsent"
 
-// remember keeps a record saved through Records, in memory and in the
-// state file, until a write of the group's limits holds it.
-func (r *Replica) remember(name string, v any) {
+// saveKept saves the record name to s and keeps it, in memory and in the
+// state file (UnsentRecord), until a write of the group's limits holds it:
+// kept in the same transaction as the record when s can (one write of the
+// state file per save), else first, so that a process that dies after the
+// save and before the group's write still has it at its restart.
+func (r *Replica) saveKept(s RecordStore, name string, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return
+		return s.SaveRecord(name, v)
 	}
 	r.limMu.Lock()
 	defer r.limMu.Unlock()
@@ -134,9 +141,13 @@ func (r *Replica) remember(name string, v any) {
 		r.unsent = map[string]json.RawMessage{}
 	}
 	r.unsent[name] = raw
+	if both, ok := s.(recordsSaver); ok {
+		return both.SaveRecords(state.Record{Name: name, Value: v}, state.Record{Name: UnsentRecord, Value: r.unsent})
+	}
 	if err := r.cfg.Store.SaveRecord(UnsentRecord, r.unsent); err != nil {
 		r.log.Warn("a record of the group's limits could not be kept until it is written to the group", "record", name, "err", err)
 	}
+	return s.SaveRecord(name, v)
 }
 
 // sent forgets what a write of the group's limits now holds. Called under

@@ -30,6 +30,14 @@ func (s *Store) SaveRecord(name string, v any) error {
 	return nil
 }
 
+// SaveRecords saves recs in one transaction: all of them or none.
+func (s *Store) SaveRecords(recs ...Record) error {
+	if err := s.update(false, func(tx *bolt.Tx) error { return putRecords(tx, recs) }); err != nil {
+		return fmt.Errorf("save records to state file %s: %w", s.path, err)
+	}
+	return nil
+}
+
 // LoadRecord decodes the record name into v; found is false (and v
 // untouched) when there is none. A record that does not decode into v is an
 // error that names it; the caller decides whether that is fatal.
