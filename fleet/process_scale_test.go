@@ -32,7 +32,8 @@ import (
 // FLEET_PROCESS_SPIN=n starts n processes spinning on the cores once every
 // shop is active, until the end (other work loading the machine during the
 // idle window, the kill and the takeover); FLEET_PROCESS_LOGS=dir keeps the
-// processes' logs (warnings and errors) there.
+// processes' logs (warnings and errors; FLEET_PROCESS_LOG_LEVEL=info keeps
+// more) there.
 func TestFleetProcessScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("FLEET_PROCESS_SHOPS"))
 	if n <= 0 {

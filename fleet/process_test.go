@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -26,7 +27,7 @@ func (w *world) startProcess(bin, name string) *proc {
 	p.cmd.Env = append(e2e.CleanEnv(),
 		"WATCHER_SHOPS_FILE="+w.registry, "WATCHER_STATE_DIR="+filepath.Join(w.t.TempDir(), name),
 		"WATCHER_NATS_URL="+w.natsURL, "WATCHER_HTTP_ADDR="+p.addr, "WATCHER_INSTANCE_ID="+name,
-		"WATCHER_LOG_LEVEL=warn", "SHOP_PW=demo")
+		"WATCHER_LOG_LEVEL="+cmp.Or(os.Getenv("FLEET_PROCESS_LOG_LEVEL"), "warn"), "SHOP_PW=demo")
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		w.t.Fatal(err)

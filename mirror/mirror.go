@@ -128,6 +128,10 @@ type Config struct {
 	// with the group's checkpoint it restored, or nil when the file
 	// continues as it is. An error fails the takeover.
 	BeforeTenure func(ctx context.Context, restored *lease.Checkpoint) error
+	// Prefetch, when set, is called when a takeover begins, at the same
+	// time as the takeover's own reads (prefetch): the reads BeforeTenure
+	// will need, made at once with them.
+	Prefetch func(ctx context.Context)
 	// Merge, when set, is asked about every record (not Own) at each
 	// restore of a checkpoint cp (state.Restore.Merge: in the restore's
 	// transaction): the group's limits the file knows and the group may
@@ -155,6 +159,9 @@ type Mirror struct {
 	ckpt atomic.Value // string
 	// applied is the checkpoint ApplyCheckpoint wrote into the file last.
 	applied atomic.Pointer[lease.Checkpoint]
+	// pre are the reads of the takeover in progress (prefetch), nil
+	// outside one.
+	pre atomic.Pointer[takeoverReads]
 }
 
 // New loads (or creates) this replica's record.
@@ -238,7 +245,12 @@ func (m *Mirror) own(name string) bool { return name == RecordName || slices.Con
 // Activated records the tenure that begins (after the takeover's
 // catch-up): w is the lease's Writer.
 func (m *Mirror) Activated(w lease.Writer) error {
-	return m.save(func(r *Record) { r.Epoch, r.Nonce = w.Epoch, w.Nonce; m.dumped = false })
+	return m.save(m.activate(w))
+}
+
+// activate is Activated's change of the record (with m.mu held).
+func (m *Mirror) activate(w lease.Writer) func(*Record) {
+	return func(r *Record) { r.Epoch, r.Nonce = w.Epoch, w.Nonce; m.dumped = false }
 }
 
 // Takeover brings the state file to the group's newest state before this
@@ -252,6 +264,7 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 	// The group's checkpoint is read once (Continues, Demoted and
 	// ApplyCheckpoint each read it): this replica holds the lease.
 	defer m.cfg.Checkpoints.Memo()()
+	defer m.prefetch(ctx)()
 	if atStart {
 		cont, err := m.Continues(ctx)
 		if err != nil {
@@ -284,12 +297,10 @@ func (m *Mirror) Takeover(ctx context.Context, l *lease.Lease, atStart bool) (re
 	if err := m.beforeTenure(ctx, cp); err != nil {
 		return false, err
 	}
-	if err := m.Activated(l.Writer()); err != nil {
-		return true, err
-	}
 	// The tenure's first checkpoint, before any call: a replica that was
 	// active before this one and restarts sees that it does not continue.
-	_, err = m.checkpoint(ctx, l)
+	// The tenure is recorded in the same write of the record.
+	_, err = m.checkpointWith(ctx, l, m.activate(l.Writer()))
 	return true, err
 }
 
@@ -356,7 +367,7 @@ func (m *Mirror) nothingNewer(ctx context.Context, rec Record) (bool, error) {
 	if rec.Unproven != "" {
 		return false, nil
 	}
-	s, err := m.cfg.JS.Stream(ctx, m.cfg.Stream)
+	s, err := m.streamInfo(ctx)
 	if err != nil {
 		return false, fmt.Errorf("stream %s: %w", m.cfg.Stream, err)
 	}
@@ -502,7 +513,7 @@ func (m *Mirror) CatchUp(ctx context.Context) error {
 // follow reads the stream from the record's position; once (CatchUp)
 // returns when nothing more is there.
 func (m *Mirror) follow(ctx context.Context, once bool) error {
-	stream, err := m.cfg.JS.Stream(ctx, m.cfg.Stream)
+	stream, err := m.streamInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("mirror stream %s: %w", m.cfg.Stream, err)
 	}
@@ -512,6 +523,9 @@ func (m *Mirror) follow(ctx context.Context, once bool) error {
 	}
 	if err := m.loadDump(ctx, info); err != nil {
 		return err
+	}
+	if once && m.readAfter(ctx, stream) {
+		return nil
 	}
 	// Bounded resets: an ordered consumer whose connection is gone (NATS
 	// down, the connection closed at a stop) otherwise retries forever
@@ -563,8 +577,7 @@ func (m *Mirror) follow(ctx context.Context, once bool) error {
 
 // apply writes a fetched batch; it returns the number of messages read.
 func (m *Mirror) apply(batch jetstream.MessageBatch) (int, error) {
-	var states []state.Mirrored
-	var last uint64
+	var msgs []streamMsg
 	pending := int64(-1)
 	n := 0
 	for msg := range batch.Messages() {
@@ -573,19 +586,8 @@ func (m *Mirror) apply(batch jetstream.MessageBatch) (int, error) {
 		if err != nil {
 			continue
 		}
-		last, pending = md.Sequence.Stream, int64(md.NumPending)
-		if !m.ownHeader(msg.Headers()) {
-			continue
-		}
-		d, err := diff.DecodeEvent(msg.Data())
-		if err != nil {
-			m.log.Warn("an event of the stream does not decode; skipped", "seq", md.Sequence.Stream, "subject", msg.Subject(), "err", err)
-			continue
-		}
-		if m.cfg.Shop != "" && msg.Headers().Get(shopid.Header) == "" && d.Source != m.cfg.Source {
-			continue // another shop's event from before shop ids
-		}
-		states = append(states, state.Mirrored{ID: d.OrderID, State: d.After})
+		pending = int64(md.NumPending)
+		msgs = append(msgs, streamMsg{seq: md.Sequence.Stream, subject: msg.Subject(), hdr: msg.Headers(), data: msg.Data()})
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && n == 0 {
 		return 0, fmt.Errorf("mirror stream %s: %w", m.cfg.Stream, err)
@@ -595,12 +597,47 @@ func (m *Mirror) apply(batch jetstream.MessageBatch) (int, error) {
 		m.caughtAt.Store(time.Now().UnixNano())
 		return 0, nil
 	}
+	return n, m.applyMsgs(msgs, pending)
+}
+
+// streamMsg is an event read from the stream (by a consumer or a direct
+// get).
+type streamMsg struct {
+	seq     uint64
+	subject string
+	hdr     nats.Header
+	data    []byte
+}
+
+// applyMsgs writes the states of msgs (in stream order) with the last
+// sequence read, in one transaction; pending is how many more the stream
+// holds (-1: not known).
+func (m *Mirror) applyMsgs(msgs []streamMsg, pending int64) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	var states []state.Mirrored
+	for _, msg := range msgs {
+		if !m.ownHeader(msg.hdr) {
+			continue
+		}
+		d, err := diff.DecodeEvent(msg.data)
+		if err != nil {
+			m.log.Warn("an event of the stream does not decode; skipped", "seq", msg.seq, "subject", msg.subject, "err", err)
+			continue
+		}
+		if m.cfg.Shop != "" && msg.hdr.Get(shopid.Header) == "" && d.Source != m.cfg.Source {
+			continue // another shop's event from before shop ids
+		}
+		states = append(states, state.Mirrored{ID: d.OrderID, State: d.After})
+	}
+	last := msgs[len(msgs)-1].seq
 	m.mu.Lock()
 	rec := m.rec
 	m.mu.Unlock()
 	rec.Seq = last
 	if err := m.cfg.Store.ApplyMirrored(states, state.Record{Name: RecordName, Value: rec}); err != nil {
-		return n, err
+		return err
 	}
 	m.mu.Lock()
 	m.rec.Seq = last
@@ -612,7 +649,7 @@ func (m *Mirror) apply(batch jetstream.MessageBatch) (int, error) {
 	if m.cfg.OnApplied != nil {
 		m.cfg.OnApplied(len(states))
 	}
-	return n, nil
+	return nil
 }
 
 // ownHeader says whether a message may be this shop's: its
@@ -677,19 +714,29 @@ func (m *Mirror) sameStream(info *jetstream.StreamInfo) error {
 
 // newDump says whether the active wrote a dump this replica has not loaded.
 func (m *Mirror) newDump(ctx context.Context) (bool, error) {
+	info, err := m.latestDump(ctx)
+	return info != nil, err
+}
+
+// latestDump is the active's latest dump when this replica has not
+// loaded it (nil: none, or loaded).
+func (m *Mirror) latestDump(ctx context.Context) (*jetstream.ObjectInfo, error) {
 	if m.cfg.Dumps == nil {
-		return false, nil
+		return nil, nil
 	}
-	info, err := m.cfg.Dumps.GetInfo(ctx, m.cfg.Key)
+	info, err := m.dumpInfo(ctx)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return info.NUID != m.rec.Dump, nil
+	if info.NUID == m.rec.Dump {
+		return nil, nil
+	}
+	return info, nil
 }
 
 // loadDump loads the active's latest dump when this replica has not. A
@@ -697,18 +744,15 @@ func (m *Mirror) newDump(ctx context.Context) (bool, error) {
 // loaded: its sequence means nothing in this stream, and the snapshot may
 // be newer than it.
 func (m *Mirror) loadDump(ctx context.Context, sinfo *jetstream.StreamInfo) error {
-	if newer, err := m.newDump(ctx); err != nil || !newer {
+	latest, err := m.latestDump(ctx)
+	if err != nil || latest == nil {
 		return err
 	}
-	res, err := m.cfg.Dumps.Get(ctx, m.cfg.Key)
+	res, info, err := m.openDump(ctx, latest)
 	if err != nil {
 		return fmt.Errorf("snapshot dump: %w", err)
 	}
 	defer res.Close()
-	info, err := res.Info()
-	if err != nil {
-		return fmt.Errorf("snapshot dump: %w", err)
-	}
 	seq, err := strconv.ParseUint(info.Metadata["seq"], 10, 64)
 	if err != nil {
 		return fmt.Errorf("snapshot dump without a stream sequence: %w", err)
@@ -751,7 +795,7 @@ func (m *Mirror) LastSeq(ctx context.Context) (uint64, error) {
 // position is the stream's last sequence and its creation time (which
 // incarnation of the stream the sequence counts in).
 func (m *Mirror) position(ctx context.Context) (uint64, time.Time, error) {
-	s, err := m.cfg.JS.Stream(ctx, m.cfg.Stream)
+	s, err := m.streamInfo(ctx)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("stream %s: %w", m.cfg.Stream, err)
 	}
@@ -815,13 +859,32 @@ func (m *Mirror) Committed(ctx context.Context, l *lease.Lease) (bool, error) {
 // checkpoint writes a checkpoint when the outbox is empty; false when it
 // is not.
 func (m *Mirror) checkpoint(ctx context.Context, l *lease.Lease) (bool, error) {
+	return m.checkpointWith(ctx, l, nil)
+}
+
+// checkpointWith is checkpoint with also, a change of the record saved
+// in the same write (nil: none).
+//
+// The record is written once per checkpoint, before it: one more
+// checkpoint of this file (the checkpoint carries the count: a copy of the
+// file taken before it has a lower one). The stream position the
+// checkpoint reached is kept in memory and written with the next write of
+// the record (the next checkpoint's, or any other), unless the stream was
+// created again: a file whose position lags one checkpoint behind reads a
+// few events of its own again when it follows the stream (applying them
+// again changes nothing), as after any demotion (ApplyCheckpoint).
+func (m *Mirror) checkpointWith(ctx context.Context, l *lease.Lease, also func(*Record)) (bool, error) {
 	seq, created, err := m.position(ctx)
 	if err != nil {
 		return false, err
 	}
-	// One more checkpoint of this file: the checkpoint carries the count
-	// (a copy of the file taken before it has a lower one).
-	if err := m.save(func(r *Record) { r.Gen++ }); err != nil {
+	err = m.save(func(r *Record) {
+		r.Gen++
+		if also != nil {
+			also(r)
+		}
+	})
+	if err != nil {
 		return false, err
 	}
 	st, quiet, err := m.cfg.Store.Checkpoint()
@@ -834,14 +897,15 @@ func (m *Mirror) checkpoint(ctx context.Context, l *lease.Lease) (bool, error) {
 	m.ckpt.Store(ckptID(m.cfg.Checkpoints.Revision(), m.cfg.Checkpoints.Last()))
 	m.mu.Lock()
 	m.stream = created
+	again := !m.rec.Stream.Equal(created)
+	if !again {
+		m.rec.Seq = max(m.rec.Seq, seq)
+	}
 	m.mu.Unlock()
-	return true, m.save(func(r *Record) {
-		if !r.Stream.Equal(created) {
-			r.Seq, r.Stream = seq, created // the stream was created again
-		} else {
-			r.Seq = max(r.Seq, seq)
-		}
-	})
+	if again {
+		return true, m.save(func(r *Record) { r.Seq, r.Stream = seq, created }) // the stream was created again
+	}
+	return true, nil
 }
 
 func (m *Mirror) dump(ctx context.Context, l *lease.Lease) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -343,13 +344,18 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 // checkpoint (mirror.Config.BeforeTenure): the group's limits merged into
 // the state file (restored: the checkpoint it now holds, its records
 // moved onto this replica's clock and merged with what was not yet
-// written by the restore, restoreRecord), and written back.
+// written by the restore, restoreRecord), and written back (by the
+// limits' writer, startLimits).
 func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoint) error {
 	l := r.lease.Load()
 	if len(r.cfg.Limits) == 0 || l == nil {
 		return nil
 	}
-	_, _, _ = l.Holder(ctx) // a fresh reading of the server's clock
+	g, read := r.prefetched.Swap(nil), true
+	if g == nil {
+		_, _, _ = l.Holder(ctx) // a fresh reading of the server's clock
+		read = false
+	}
 	r.limMu.Lock()
 	defer r.limMu.Unlock()
 	own, err := r.loadLimits()
@@ -357,31 +363,66 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 		return err
 	}
 	own = r.withUnsent(own)
-	g, err := r.readGroup(ctx)
-	if err != nil {
-		return err
+	if !read {
+		v, err := r.readGroup(ctx)
+		if err != nil {
+			return err
+		}
+		g = &v
 	}
 	merged := own
 	if g.found {
 		later := restored != nil && g.v.Writer == restored.Writer() && g.v.Written.After(restored.Written)
-		merged = r.merge(own, g, later)
+		merged = r.merge(own, *g, later)
 		r.log.Info("the group's limits (waits, sessions, budget) merged into this replica's before its first call",
 			"writer", g.v.Writer.Instance, "written", g.v.Written.Format(time.RFC3339Nano), "later_than_the_checkpoint", later)
 	}
+	if err := r.saveLimits(merged); err != nil {
+		return err
+	}
+	// Written back by the limits' writer, not before the first call: the
+	// merge took the group's value, so the group lacks only what this
+	// file had not written yet (UnsentRecord, kept until that write).
+	r.pokeLimits()
+	return nil
+}
+
+// prefetchLimits reads the group's limits and the server's clock for the
+// takeover's applyGroupLimits, at once with the mirror's own reads
+// (mirror.Config.Prefetch): a read that fails is made again there.
+func (r *Replica) prefetchLimits(ctx context.Context) {
+	l := r.lease.Load()
+	if len(r.cfg.Limits) == 0 || l == nil || r.ckv == nil {
+		return
+	}
+	r.prefetched.Store(nil)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _, _ = l.Holder(ctx) })
+	var g groupLimits
+	var err error
+	wg.Go(func() { g, err = r.readGroup(ctx) })
+	wg.Wait()
+	if err == nil {
+		r.prefetched.Store(&g)
+	}
+}
+
+// saveLimits saves the records of Config.Limits found in recs, in one
+// transaction when the store can. Called under limMu.
+func (r *Replica) saveLimits(recs map[string]json.RawMessage) error {
+	var out []state.Record
 	for _, name := range r.cfg.Limits {
-		if raw, ok := merged[name]; ok {
-			if err := r.cfg.Store.SaveRecord(name, raw); err != nil {
-				return err
-			}
+		if raw, ok := recs[name]; ok {
+			out = append(out, state.Record{Name: name, Value: raw})
 		}
 	}
-	err = r.putLimits(ctx, l.Writer(), merged, g.rev)
-	if err == nil {
-		r.sent()
-	} else {
-		// The group's value is as it was: the next write merges again.
-		r.log.Warn("writing the merged limits back to the group failed; retried in the background", "err", err)
-		r.pokeLimits()
+	if both, ok := r.cfg.Store.(recordsSaver); ok {
+		return both.SaveRecords(out...)
+	}
+	for _, rec := range out {
+		if err := r.cfg.Store.SaveRecord(rec.Name, rec.Value); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -170,6 +170,9 @@ type Replica struct {
 	unsent      map[string]json.RawMessage // under limMu: records saved through Records and not yet in the group's limits (UnsentRecord)
 	absorbers   sync.Map                   // record name → the Absorber last saved through Records
 	limitsQuiet atomic.Int64
+	// prefetched is the group's limits the takeover in progress read
+	// (prefetchLimits), taken by applyGroupLimits.
+	prefetched atomic.Pointer[groupLimits]
 
 	changed     chan struct{} // the lease changed hands (cap 1)
 	swept       chan struct{} // a verified sweep committed (cap 1)
@@ -482,7 +485,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	r.mirror, err = mirror.New(mirror.Config{
 		JS: js, Stream: r.cfg.Stream, SubjectPrefix: r.cfg.SubjectPrefix, Store: r.cfg.Store,
 		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: append(slices.Clone(r.cfg.Own), UnsentRecord), Lock: r.cfg.FileLock,
-		OnApplied: func(n int) { r.applied.Add(float64(n)) }, BeforeTenure: r.applyGroupLimits, Merge: r.restoreRecord,
+		OnApplied: func(n int) { r.applied.Add(float64(n)) }, BeforeTenure: r.applyGroupLimits, Prefetch: r.prefetchLimits, Merge: r.restoreRecord,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,108 @@
+package mirror_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// apiRequests counts the JetStream API requests made on the server from
+// now on (a subscriber of $JS.API.> receives a copy of each), by kind.
+type apiRequests struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func countRequests(t *testing.T, r *replica) *apiRequests {
+	t.Helper()
+	c := &apiRequests{}
+	sub, err := r.nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		c.mu.Lock()
+		c.all = append(c.all, m.Subject)
+		c.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return c
+}
+
+func (c *apiRequests) seen(r *replica) []string {
+	_ = r.nc.Flush()
+	time.Sleep(50 * time.Millisecond) // the copies of the last requests
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.all...)
+}
+
+func count(subjects []string, kind string) int {
+	n := 0
+	for _, s := range subjects {
+		if strings.Contains(s, kind) {
+			n++
+		}
+	}
+	return n
+}
+
+// A takeover is a few requests (issue 34: on a loaded machine each costs
+// hundreds of milliseconds and a killed member's shops waited for about
+// ten in a row): its reads are made at once, a dump of one chunk is one
+// direct get, and a few events after the dump are read by direct gets,
+// without creating a consumer; with more events than that, an ordered
+// consumer reads them as before. Either way the successor has the
+// active's state.
+func TestTakeoverInFewRequests(t *testing.T) {
+	for _, events := range []int{3, 20} {
+		t.Run(map[int]string{3: "a few events after the dump", 20: "many events after the dump"}[events], func(t *testing.T) {
+			s := runServer(t)
+			ctx := context.Background()
+			a := newReplica(t, s, "a")
+			waitFor(t, "a active", 5*time.Second, a.lease.Active)
+			if _, err := a.m.Takeover(ctx, a.lease, true); err != nil {
+				t.Fatal(err)
+			}
+			firstSync(t, a)
+			last := orderState("5", t0)
+			for i := range events {
+				next := orderState([]string{"6", "7"}[i%2], t0.Add(time.Duration(i+1)*time.Minute))
+				change(t, a, 7, last, next, true)
+				last = next
+			}
+			if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
+				t.Fatalf("Committed: %v %v", ok, err)
+			}
+			die(a)
+
+			b := newReplica(t, s, "b")
+			waitFor(t, "b to hold the lease", 10*time.Second, b.lease.Active)
+			reqs := countRequests(t, b)
+			restored, err := b.m.Takeover(ctx, b.lease, true)
+			if err != nil || !restored {
+				t.Fatalf("b's takeover: restored %v, %v", restored, err)
+			}
+			got := reqs.seen(b)
+			if st := lookup(t, b.store, 7); st == nil || !st.Same(last) {
+				t.Errorf("b's order 7 = %+v; want the state of the last of the %d events", st, events)
+			}
+			if st := lookup(t, b.store, 50); st == nil || !st.Same(orderState("5", t0)) {
+				t.Errorf("b's order 50 = %+v; want the dump's", st)
+			}
+			consumers, gets := count(got, ".CONSUMER.CREATE."), count(got, ".MSG.GET.ORDERS")
+			if events <= 8 && (consumers != 0 || len(got) > 6+events) {
+				t.Errorf("the takeover made %d requests, %d of them creating a consumer; want at most %d and none: %q", len(got), consumers, 6+events, got)
+			}
+			if events > 8 && (consumers == 0 || gets > 8) {
+				t.Errorf("the takeover created %d consumers and read %d events by direct gets; want the 8 first read so and a consumer for the rest: %q", consumers, gets, got)
+			}
+		})
+	}
+}
