@@ -125,3 +125,41 @@ func TestRestartKeepsTheReadLedger(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartCutsALedgerBeyondTheEvidence: the state file's read ledger
+// claims reads two hours ahead of the service's clock (a damaged record:
+// the ledger of a shop whose clock is ahead, copied): the restarted
+// process warns and claims no read at a promised age that the service's
+// evidence does not vouch for; what the record claimed is read again.
+func TestRestartCutsALedgerBeyondTheEvidence(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, plentysim.Config{}, poller.Config{})
+	e.sim.Generate(50, t0.Add(-24*time.Hour), t0.Add(-time.Hour))
+	var damaged atomic.Int64
+	ledgerRun(t, e, 200, &damaged)
+	l := loadLedger(t, e)
+	const ahead = 2 * time.Hour
+	l.Floor = l.Floor.Add(ahead)
+	for i := range l.Spans {
+		l.Spans[i].From, l.Spans[i].To = l.Spans[i].From.Add(ahead), l.Spans[i].To.Add(ahead)
+	}
+	if err := e.store.SaveRecord(poller.LedgerRecord, l); err != nil {
+		t.Fatal(err)
+	}
+	ledgerRun(t, e, 1, &damaged)
+	if damaged.Load() != 1 {
+		t.Errorf("%d warnings of a damaged read ledger; want 1", damaged.Load())
+	}
+	// The service's clock is the fake clock: no read began after it.
+	now := e.clk.Now()
+	meta, err := e.store.Meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x := meta.Watermark.Add(-20 * time.Minute); x.Before(now.Add(ahead)); x = x.Add(time.Second) {
+		age, ok := poller.ClaimedAge(e.store, x)
+		if ok && age > 0 && x.Add(time.Second+age).After(now) {
+			t.Fatalf("after the restart, %s is claimed read at %v, beyond the service's clock (%s)", x.Format(time.TimeOnly), age, now.Format(time.TimeOnly))
+		}
+	}
+}

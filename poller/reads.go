@@ -54,8 +54,17 @@ func (p *Poller) loadReads(meta state.Meta) {
 	if b, ok := p.ev.now(p.cfg.Now()); ok && b.After(bound) {
 		bound = b
 	}
+	lv := p.levels()
+	top := lv[len(lv)-1]
 	var l ledger
 	found, err := p.store.LoadRecord(LedgerRecord, &l)
+	if found && err == nil && l.FloorAge == 0 {
+		// An earlier version's: as it was meant, bounded by the evidence
+		// as the rest (validate). Set after it, the floor's age of a
+		// record validate cut (0: read at no promised age) would claim
+		// the top age right below the bound.
+		l.FloorAge = min(top, max(bound.Sub(l.Floor), 0))
+	}
 	switch {
 	case err != nil:
 		p.log.Warn("the read ledger in the state file is unreadable: what its second looks and probes had read is read again", "record", LedgerRecord, "err", err)
@@ -66,12 +75,9 @@ func (p *Poller) loadReads(meta state.Meta) {
 	}
 	if !found {
 		l = p.legacyReads(meta.Watermark, bound)
+		l.FloorAge = top
 	}
-	lv := p.levels()
-	if l.FloorAge == 0 {
-		l.FloorAge = lv[len(lv)-1] // an earlier version's: as it was meant
-	}
-	l.raise(lv[len(lv)-1], meta.Watermark.Add(-lv[len(lv)-1]-time.Second))
+	l.raise(top, meta.Watermark.Add(-top-time.Second))
 	l.compact(lv)
 	p.reads = l
 }
