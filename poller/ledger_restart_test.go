@@ -31,24 +31,9 @@ func (w logCounter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// savedSpan is a stretch of the read ledger as the state file holds it
-// (poller/ledger.go, the record's JSON).
-type savedSpan struct {
-	From time.Time     `json:"from"`
-	To   time.Time     `json:"to"`
-	Age  time.Duration `json:"ageNs"`
-}
-
-// savedLedger is the read ledger's record.
-type savedLedger struct {
-	Floor    time.Time     `json:"floor"`
-	FloorAge time.Duration `json:"floorAgeNs,omitempty"`
-	Spans    []savedSpan   `json:"spans,omitempty"`
-}
-
-func loadLedger(t *testing.T, e *env) savedLedger {
+func loadLedger(t *testing.T, e *env) poller.Ledger {
 	t.Helper()
-	var l savedLedger
+	var l poller.Ledger
 	if found, err := e.store.LoadRecord(poller.LedgerRecord, &l); err != nil || !found {
 		t.Fatalf("no read ledger in the state file (found %v): %v", found, err)
 	}
@@ -58,8 +43,13 @@ func loadLedger(t *testing.T, e *env) savedLedger {
 // lostClaims returns the seconds that before claims were read at a
 // promised age and the state file's ledger now claims at a lower one (or
 // not at all): what the process reads again.
-func lostClaims(e *env, before savedLedger) []string {
+func lostClaims(e *env, before poller.Ledger) []string {
 	var lost []string
+	for x := before.Floor.Add(-10 * time.Minute); x.Before(before.Floor); x = x.Add(time.Second) {
+		if age, ok := poller.ClaimedAge(e.store, x); !ok || age < before.FloorAge {
+			lost = append(lost, x.Format(time.TimeOnly)+"@"+before.FloorAge.String()+" (below the floor)")
+		}
+	}
 	for _, s := range before.Spans {
 		if s.Age <= 0 {
 			continue // read at no promised age: nothing to keep

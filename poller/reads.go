@@ -59,11 +59,11 @@ func (p *Poller) loadReads(meta state.Meta) {
 	var l ledger
 	found, err := p.store.LoadRecord(LedgerRecord, &l)
 	if found && err == nil && l.FloorAge == 0 {
-		// An earlier version's: as it was meant, bounded by the evidence
-		// as the rest (validate). Set after it, the floor's age of a
-		// record validate cut (0: read at no promised age) would claim
-		// the top age right below the bound.
-		l.FloorAge = min(top, max(bound.Sub(l.Floor), 0))
+		// An earlier version's: as it was meant, checked against the
+		// evidence as the rest. Set after validate, it would also turn
+		// the floor's age of a cut record (0: no promised age below a
+		// floor at the bound) into a claim of the top age there.
+		l.FloorAge = top
 	}
 	switch {
 	case err != nil:
