@@ -6,6 +6,9 @@ import (
 	"time"
 )
 
+// Ledger is the read ledger's record (tests read and damage it).
+type Ledger = ledger
+
 // LedgerString renders the read ledger (tests' logs).
 func (p *Poller) LedgerString() string {
 	var b strings.Builder

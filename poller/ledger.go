@@ -260,9 +260,26 @@ func (l *ledger) overdue(levels []time.Duration, ref time.Time) time.Duration {
 
 // validate bounds a restored ledger by what the service's own clock
 // evidence vouches for (bound: the stamp evidence, or the watermark when
-// none is known; never the local clock): no read can have begun after the
-// service's clock reached bound, so a claim beyond it (a damaged record)
-// is cut to what bound allows; it reports whether anything was cut.
+// none is known; never the local clock); it reports whether anything was
+// cut.
+//
+// A span at age A claims that a read that began when the watermark was at
+// To + A or later read it (record: the second x reaches A iff x + 1s <= ref - A).
+// Every read begins at a watermark, and the watermark never passes the
+// stamp evidence (bounded), so no read began above bound: a span with
+// To + A > bound, a floor above it or a floor age beyond it, is a claim no
+// read made (a damaged record, a file copied from another shop) and is
+// cut to what bound allows.
+//
+// A span at age 0 is not such a claim, and is kept wherever it lies: it
+// says a stretch was read at no promised age, which owes every promised
+// age (all are above 0: owed treats it as unread), so it can never count
+// a read the service did not make as done. Such spans lie above the
+// evidence in a healthy ledger: a sweep's window ends at the Date minus
+// settle when that is later than the evidence (a Date ahead of the
+// stamping clock; a quiet shop whose newest stamp was served a while
+// after it was made; a window ending at the evidence's second, claimed
+// whole), and what it read above its watermark is recorded at age 0.
 func (l *ledger) validate(bound time.Time) bool {
 	cut := false
 	if b := sec(bound).Add(time.Second); l.Floor.After(b) {
@@ -280,7 +297,7 @@ func (l *ledger) validate(bound time.Time) bool {
 		if s.From.Before(l.Floor) {
 			s.From, cut = l.Floor, true
 		}
-		if most := bound.Sub(s.To); s.Age > most {
+		if most := bound.Sub(s.To); s.Age > 0 && s.Age > most {
 			s.Age, cut = max(most, 0), true
 		}
 		if len(out) > 0 && out[len(out)-1].To.After(s.From) {

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -94,6 +95,56 @@ func TestLedgerValidateAgainstTheServiceClock(t *testing.T) {
 	}
 	if _, _, ok := l.owed(10*time.Second, at(140)); !ok {
 		t.Errorf("nothing owed after the cut: %+v", l)
+	}
+}
+
+// TestLedgerValidateKeepsWhatWasReadAtNoAge: a sweep's window ends at the
+// Date minus settle, above the stamp evidence when the Date is ahead of
+// the stamping clock (an hour here) or the newest stamp was served late:
+// what it read above its watermark is recorded at no promised age, and a
+// restore bounded by the evidence (or by the watermark, the clock record
+// lost) keeps the ledger as it is. The same ledger an hour ahead (a file
+// of a shop whose clock is ahead) claims its ages beyond the evidence: cut.
+func TestLedgerValidateKeepsWhatWasReadAtNoAge(t *testing.T) {
+	levels := []time.Duration{10 * time.Second, 300 * time.Second}
+	const hour = 3600
+	l := ledger{Floor: at(-300), FloorAge: 300 * time.Second}
+	// Split sweeps and a second look, the watermark at 100, 102, 104
+	// (the evidence minus settle 5 s), the windows ending at the Date
+	// minus settle, an hour above.
+	l.record(at(90), at(hour+100), at(100), levels)
+	l.record(at(95), at(hour+102), at(102), levels)
+	l.record(at(-300), at(80), at(104), levels)
+	kept := l.clone()
+	for _, bound := range []time.Time{at(109), at(104)} {
+		l := kept.clone()
+		if l.validate(bound) {
+			t.Errorf("bound %v: a healthy ledger was cut: %+v", bound.Sub(lt0), l)
+		}
+		if !slices.Equal(l.Spans, kept.Spans) || !l.Floor.Equal(kept.Floor) || l.FloorAge != kept.FloorAge {
+			t.Errorf("bound %v: validate changed %+v to %+v", bound.Sub(lt0), kept, l)
+		}
+	}
+	if _, _, ok := kept.owed(10*time.Second, at(hour)); !ok {
+		t.Fatalf("the stretch read above the watermark is claimed at the overlap's age: %+v", kept)
+	}
+
+	moved := kept.clone()
+	moved.Floor = moved.Floor.Add(hour * time.Second)
+	for i := range moved.Spans {
+		moved.Spans[i].From = moved.Spans[i].From.Add(hour * time.Second)
+		moved.Spans[i].To = moved.Spans[i].To.Add(hour * time.Second)
+	}
+	if !moved.validate(at(109)) {
+		t.Fatalf("a ledger claiming ages an hour beyond the evidence was kept: %+v", moved)
+	}
+	for _, s := range moved.Spans {
+		if s.Age > 0 && s.To.Add(s.Age).After(at(109)) {
+			t.Errorf("after the cut, %v..%v is still claimed at %v, beyond the evidence", s.From.Sub(lt0), s.To.Sub(lt0), s.Age)
+		}
+	}
+	if moved.Floor.After(at(110)) {
+		t.Errorf("after the cut, the floor %v is above the evidence", moved.Floor.Sub(lt0))
 	}
 }
 

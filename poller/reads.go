@@ -54,8 +54,17 @@ func (p *Poller) loadReads(meta state.Meta) {
 	if b, ok := p.ev.now(p.cfg.Now()); ok && b.After(bound) {
 		bound = b
 	}
+	lv := p.levels()
+	top := lv[len(lv)-1]
 	var l ledger
 	found, err := p.store.LoadRecord(LedgerRecord, &l)
+	if found && err == nil && l.FloorAge == 0 {
+		// An earlier version's: as it was meant, checked against the
+		// evidence as the rest. Set after validate, it would also turn
+		// the floor's age of a cut record (0: no promised age below a
+		// floor at the bound) into a claim of the top age there.
+		l.FloorAge = top
+	}
 	switch {
 	case err != nil:
 		p.log.Warn("the read ledger in the state file is unreadable: what its second looks and probes had read is read again", "record", LedgerRecord, "err", err)
@@ -66,12 +75,9 @@ func (p *Poller) loadReads(meta state.Meta) {
 	}
 	if !found {
 		l = p.legacyReads(meta.Watermark, bound)
+		l.FloorAge = top
 	}
-	lv := p.levels()
-	if l.FloorAge == 0 {
-		l.FloorAge = lv[len(lv)-1] // an earlier version's: as it was meant
-	}
-	l.raise(lv[len(lv)-1], meta.Watermark.Add(-lv[len(lv)-1]-time.Second))
+	l.raise(top, meta.Watermark.Add(-top-time.Second))
 	l.compact(lv)
 	p.reads = l
 }

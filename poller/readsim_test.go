@@ -126,6 +126,9 @@ type readSim struct {
 	// second look had just found (afterLook); a successor takes over.
 	unpublished int
 	died        bool
+	// damaged counts the restarts that warned of a damaged read ledger:
+	// no state file this simulation writes is.
+	damaged atomic.Int64
 }
 
 // visible is when an order became visible: the watermark then (zero:
@@ -199,7 +202,7 @@ func (s *readSim) serve() {
 func (s *readSim) process(end, quietUntil time.Time) {
 	t, e := s.t, s.e
 	cfg := e.cfg
-	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Logger = slog.New(slog.NewTextHandler(logCounter{t, damagedLedger, &s.damaged}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	e.restartFailFast(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -371,7 +374,10 @@ func (s *readSim) judge() {
 			t.Fatalf("stopping after %d failures", bad)
 		}
 	}
-	t.Logf("%d changes (%d late), %d still owed a read at their age, %d restarts (%d takeovers, %d with a second look's finds unpublished), the service's clock stepped back %d times", len(s.changes), late, owed, s.restarts, s.takeovers, s.unpublished, s.serviceSteps)
+	if n := s.damaged.Load(); n > 0 {
+		t.Errorf("%d of %d restarts warned of a damaged read ledger; the state file is healthy", n, s.restarts)
+	}
+	t.Logf("%d damaged-ledger warnings; %d changes (%d late), %d still owed a read at their age, %d restarts (%d takeovers, %d with a second look's finds unpublished), the service's clock stepped back %d times", s.damaged.Load(), len(s.changes), late, owed, s.restarts, s.takeovers, s.unpublished, s.serviceSteps)
 }
 
 // TestReadLedgerCosts measures (READS_COST=1, a few minutes) what the
