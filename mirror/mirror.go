@@ -559,7 +559,7 @@ func (m *Mirror) follow(ctx context.Context, once bool) error {
 		}
 		if !once && time.Since(lastLook) > time.Second {
 			lastLook = time.Now()
-			if _, err := m.ApplyCheckpoint(ctx, false); err != nil {
+			if _, err := m.ApplyCheckpoint(ctx, false); err != nil && ctx.Err() == nil {
 				m.log.Warn("applying the active's checkpoint failed", "err", err)
 			}
 			if newer, err := m.newDump(ctx); err == nil && newer {
