@@ -511,7 +511,12 @@ func (m *Mirror) CatchUp(ctx context.Context) error {
 }
 
 // follow reads the stream from the record's position; once (CatchUp)
-// returns when nothing more is there.
+// returns when nothing more is there. It asks for the next event of the
+// group's subjects by a direct get every followEvery (readAfter): a few
+// events are read so, more by an ordered consumer (drain), which nats.go
+// creates anew for each fetch (a consumer created and one deleted on the
+// server each time: a standby fetching every 200 ms made about 15
+// requests a second).
 func (m *Mirror) follow(ctx context.Context, once bool) error {
 	stream, err := m.streamInfo(ctx)
 	if err != nil {
@@ -524,9 +529,55 @@ func (m *Mirror) follow(ctx context.Context, once bool) error {
 	if err := m.loadDump(ctx, info); err != nil {
 		return err
 	}
-	if once && m.readAfter(ctx, stream) {
-		return nil
+	lastLook := time.Now()
+	for ctx.Err() == nil {
+		if !m.readAfter(ctx, stream) {
+			if err := m.drain(ctx, stream); err != nil {
+				return err
+			}
+		}
+		if once {
+			return nil
+		}
+		t := time.NewTimer(followEvery)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if time.Since(lastLook) > time.Second && ctx.Err() == nil {
+			lastLook = time.Now()
+			if again, err := m.look(ctx, stream); err != nil || again {
+				return err // again: follow again (a new dump, the stream created again)
+			}
+		}
 	}
+	return nil
+}
+
+// followEvery is how often a following standby asks for new events.
+const followEvery = 200 * time.Millisecond
+
+// look is a following standby's check, once a second: the active's new
+// checkpoint applied; again says to follow again from the start (a new
+// dump to load, or the stream created again: sameStream resets the
+// position).
+func (m *Mirror) look(ctx context.Context, stream jetstream.Stream) (again bool, err error) {
+	if _, err := m.ApplyCheckpoint(ctx, false); err != nil && ctx.Err() == nil {
+		m.log.Warn("applying the active's checkpoint failed", "err", err)
+	}
+	if newer, err := m.newDump(ctx); err == nil && newer {
+		return true, nil
+	}
+	if info, err := stream.Info(ctx); err == nil && m.streamChanged(info) {
+		return true, nil
+	}
+	return false, nil
+}
+
+// drain reads the stream from the record's position to its end with an
+// ordered consumer.
+func (m *Mirror) drain(ctx context.Context, stream jetstream.Stream) error {
 	// Bounded resets: an ordered consumer whose connection is gone (NATS
 	// down, the connection closed at a stop) otherwise retries forever
 	// inside Fetch, which does not watch ctx, and the stop waits for it.
@@ -538,38 +589,14 @@ func (m *Mirror) follow(ctx context.Context, once bool) error {
 	if err != nil {
 		return fmt.Errorf("mirror stream %s: %w", m.cfg.Stream, err)
 	}
-	lastLook := time.Now()
 	for ctx.Err() == nil {
-		var batch jetstream.MessageBatch
-		if once {
-			batch, err = cons.FetchNoWait(m.cfg.Batch)
-		} else {
-			// Short: Fetch does not watch ctx, and a takeover waits for it.
-			batch, err = cons.Fetch(m.cfg.Batch, jetstream.FetchMaxWait(200*time.Millisecond))
-		}
+		batch, err := cons.FetchNoWait(m.cfg.Batch)
 		if err != nil {
 			return fmt.Errorf("mirror stream %s: %w", m.cfg.Stream, err)
 		}
 		n, err := m.apply(batch)
-		if err != nil {
+		if err != nil || n == 0 {
 			return err
-		}
-		if once && n == 0 {
-			return nil
-		}
-		if !once && time.Since(lastLook) > time.Second {
-			lastLook = time.Now()
-			if _, err := m.ApplyCheckpoint(ctx, false); err != nil && ctx.Err() == nil {
-				m.log.Warn("applying the active's checkpoint failed", "err", err)
-			}
-			if newer, err := m.newDump(ctx); err == nil && newer {
-				return nil // follow again from the dump's sequence
-			}
-			// An ordered consumer follows a stream created again from its
-			// old position, skipping the new one's first events.
-			if info, err := stream.Info(ctx); err == nil && m.streamChanged(info) {
-				return nil // follow again: sameStream resets the position
-			}
 		}
 	}
 	return nil

@@ -106,3 +106,53 @@ func TestTakeoverInFewRequests(t *testing.T) {
 		})
 	}
 }
+
+// A standby follows the stream by asking for the next event (a direct
+// get) every 200 ms, not by fetching from an ordered consumer, which
+// nats.go creates anew for every fetch: about 15 requests a second per
+// standby before, with a consumer created and one deleted on the server
+// each time (a takeover burst of transient standbys in a fleet).
+func TestStandbyFollowsWithoutConsumers(t *testing.T) {
+	s := runServer(t)
+	ctx := context.Background()
+	a := newReplica(t, s, "a")
+	waitFor(t, "a active", 5*time.Second, a.lease.Active)
+	if _, err := a.m.Takeover(ctx, a.lease, true); err != nil {
+		t.Fatal(err)
+	}
+	firstSync(t, a)
+	b := newReplica(t, s, "b")
+	if err := b.m.Demoted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bctx, bstop := context.WithCancel(ctx)
+	bdone := make(chan struct{})
+	go func() { defer close(bdone); _ = b.m.Run(bctx) }()
+	defer func() { bstop(); <-bdone }()
+	last := orderState("5", t0)
+	follow := func() {
+		for i := range 3 {
+			next := orderState([]string{"6", "7"}[i%2], last.UpdatedAt.Add(time.Minute))
+			change(t, a, 7, last, next, true)
+			last = next
+		}
+		waitFor(t, "b to mirror the events", 10*time.Second, func() bool {
+			st := lookup(t, b.store, 7)
+			return st != nil && st.Same(last)
+		})
+	}
+	follow() // the dump loaded, the first events read
+	reqs := countRequests(t, b)
+	start := time.Now()
+	follow()
+	time.Sleep(2 * time.Second)
+	got := reqs.seen(b)
+	secs := time.Since(start).Seconds()
+	if n := count(got, ".CONSUMER.CREATE.ORDERS"); n != 0 {
+		t.Errorf("the standby created %d consumers in %.1f s of following; want none: %q", n, secs, got)
+	}
+	mirror := len(got) - count(got, "KV_t_lease") // the two leases' renewals and reads
+	if rate := float64(mirror) / secs; rate > 10 {
+		t.Errorf("the standby made %.1f requests a second while following; want at most 10 (5 polls, the events, a checkpoint, a dump and a stream look): %q", rate, got)
+	}
+}
