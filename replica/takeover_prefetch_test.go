@@ -83,3 +83,40 @@ func TestWaitWrittenDuringTheTakeoverIsHonoured(t *testing.T) {
 	}
 	noCallBefore(t, firstCall, time.Unix(0, until.Load()))
 }
+
+// TestSuccessorRightAfterATakeoverKeepsWhatItMerged: b takes over with a
+// wait of its own the group never got (b, as a standby, could not write
+// the group's limits: kept in its file, UnsentRecord) and cannot write
+// the merged limits back (the limits' writer fails), then dies; c, which
+// takes over right after, honours both the group's wait (a's) and b's:
+// b's tenure's first checkpoint carries what b merged.
+func TestSuccessorRightAfterATakeoverKeepsWhatItMerged(t *testing.T) {
+	t.Parallel()
+	g, a, srv, firstCall, untilA := groupInWait(t, 4*time.Second)
+	b := g.startFaulty("b", &pipeline{}, func(f *faultyKV) { f.failWrites.Store(1 << 20) })
+	d := 10 * time.Second
+	untilB := time.Now().Add(d)
+	w := plenty.Wait{Until: untilB, Reason: plenty.WaitThrottled, Why: "429 answered to the standby b", Measured: time.Now(), Announced: d}
+	if err := plenty.SaveWait(b.rep.Records(b.store), w); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(g.limits(), "answered to the standby b") {
+		t.Fatal("precondition: b's wait reached the group's limits")
+	}
+	a.kill()
+	waitFor(t, "b active", b.working)
+	cp, ok := g.checkpoint()
+	if !ok || cp.Instance != "b" {
+		t.Fatalf("b's tenure's first checkpoint: %+v %v", cp.Writer(), ok)
+	}
+	pending := make(chan plenty.Wait, 1)
+	c := g.start("c", callingPipeline(t, srv.URL, pending))
+	waitFor(t, "c mirroring", func() bool { return c.rep.Status().Mirroring })
+	if strings.Contains(g.limits(), "answered to the standby b") {
+		t.Fatal("precondition: b's wait reached the group's limits")
+	}
+	takesOverInWait(t, b, c, firstCall, untilB)
+	if untilB.Before(untilA) {
+		t.Fatal("the test's waits are in the wrong order")
+	}
+}
