@@ -46,6 +46,13 @@ func runServer(t *testing.T) testnats.Server {
 
 func newReplica(t *testing.T, s testnats.Server, name string) *replica {
 	t.Helper()
+	return newReplicaWith(t, s, name, nil)
+}
+
+// newReplicaWith is newReplica with the mirror's store wrapped by wrap
+// (nil: none).
+func newReplicaWith(t *testing.T, s testnats.Server, name string, wrap func(mirror.Store) mirror.Store) *replica {
+	t.Helper()
 	st, err := state.Open(filepath.Join(t.TempDir(), name+".db"), state.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +77,11 @@ func newReplica(t *testing.T, s testnats.Server, name string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := mirror.New(mirror.Config{JS: js, Stream: "ORDERS", SubjectPrefix: "orders", Store: st,
+	var ms mirror.Store = st
+	if wrap != nil {
+		ms = wrap(st)
+	}
+	m, err := mirror.New(mirror.Config{JS: js, Stream: "ORDERS", SubjectPrefix: "orders", Store: ms,
 		Checkpoints: lease.NewCheckpoints(ckv, key), Dumps: dumps, Key: key})
 	if err != nil {
 		t.Fatal(err)
