@@ -65,10 +65,6 @@ func newReplicaWith(t *testing.T, s testnats.Server, name string, wrap func(mirr
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	kv, ttl, err := lease.Bucket(ctx, js, "t_lease", 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ckv, err := lease.CheckpointBucket(ctx, js, "t_checkpoint")
 	if err != nil {
 		t.Fatal(err)
@@ -86,13 +82,26 @@ func newReplicaWith(t *testing.T, s testnats.Server, name string, wrap func(mirr
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{store: st, nc: nc, js: js, m: m, done: make(chan struct{})}
-	r.lease = lease.New(kv, ttl, lease.Config{Key: key, Instance: name, Host: "h", File: m.File()})
+	r := &replica{store: st, nc: nc, js: js, m: m}
+	runLease(t, r, name)
+	return r
+}
+
+// runLease gives r a lease of the group's, run until the test ends or
+// r.stop.
+func runLease(t *testing.T, r *replica, name string) {
+	t.Helper()
+	ctx := context.Background()
+	kv, ttl, err := lease.Bucket(ctx, r.js, "t_lease", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.done = make(chan struct{})
+	r.lease = lease.New(kv, ttl, lease.Config{Key: key, Instance: name, Host: "h", File: r.m.File()})
 	lctx, cancel := context.WithCancel(ctx)
 	r.stop = cancel
 	go func() { defer close(r.done); _ = r.lease.Run(lctx) }()
 	t.Cleanup(func() { cancel(); <-r.done })
-	return r
 }
 
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {

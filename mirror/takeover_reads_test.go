@@ -2,6 +2,7 @@ package mirror_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/diff"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/mirror"
 	"github.com/orderwatch/orderwatch/state"
@@ -130,5 +132,75 @@ func streamCreatedAgainDuringTheTakeover(t *testing.T, rogue bool) {
 	}
 	if st := lookup(t, c.store, 7); st == nil || !st.Same(s7b) {
 		t.Errorf("the standby c's order 7 = %+v; want b's change %+v, in the new stream", st, s7b)
+	}
+}
+
+// failingStore is a state file whose checkpoints fail once armed: a
+// process killed between the takeover's first write of the record (the
+// tenure with the checkpoint count) and its first checkpoint.
+type failingStore struct {
+	mirror.Store
+	fail atomic.Bool
+}
+
+func (s *failingStore) Checkpoint() (state.Checkpoint, bool, error) {
+	if s.fail.Load() {
+		return state.Checkpoint{}, false, errors.New("killed before the checkpoint")
+	}
+	return s.Store.Checkpoint()
+}
+
+// TestTakeoverCutShortDoesNotContinue: a takeover cut short after the
+// reads at its start, NATS gone (its catch-up cannot read), or before its
+// first checkpoint (the tenure is recorded in the record's write that
+// goes with it), fails; the file restarted afterwards does not continue a
+// tenure the group never saw, and its next takeover restores the group's
+// state.
+func TestTakeoverCutShortDoesNotContinue(t *testing.T) {
+	for _, cut := range []string{"NATS gone after the reads at the start", "killed before the first checkpoint"} {
+		t.Run(cut, func(t *testing.T) {
+			s, a := group(t)
+			ctx := context.Background()
+			s7 := orderState("6", t0.Add(time.Minute))
+			change(t, a, 7, orderState("5", t0), s7, true)
+			if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
+				t.Fatalf("Committed: %v %v", ok, err)
+			}
+			s8 := orderState("6", t0.Add(2*time.Minute))
+			change(t, a, 8, orderState("5", t0), s8, true) // after the checkpoint
+			hook := &restoreHook{}
+			fs := &failingStore{}
+			b := newReplicaWith(t, s, "b", func(st mirror.Store) mirror.Store { fs.Store = st; hook.Store = fs; return hook })
+			die(a)
+			waitFor(t, "b to hold the lease", 10*time.Second, b.lease.Active)
+			cutShort := func() { b.nc.Close() }
+			if cut != "NATS gone after the reads at the start" {
+				cutShort = func() { fs.fail.Store(true) }
+			}
+			hook.before.Store(&cutShort)
+			if _, err := b.m.Takeover(ctx, b.lease, true); err == nil {
+				t.Fatal("b's takeover cut short succeeded")
+			}
+			b.stop()
+			<-b.done
+
+			b2 := reopen(t, s, b)
+			if cont, err := b2.m.Continues(ctx); err != nil || cont {
+				t.Fatalf("b restarted after its takeover was cut short: continues %v (%v); want false", cont, err)
+			}
+			runLease(t, b2, "b2")
+			waitFor(t, "b2 to hold the lease", 10*time.Second, b2.lease.Active)
+			if restored, err := b2.m.Takeover(ctx, b2.lease, true); err != nil || !restored {
+				t.Fatalf("b2's takeover: restored %v, %v", restored, err)
+			}
+			for id, want := range map[int64]diff.State{7: s7, 8: s8, 1: orderState("5", t0)} {
+				if got := lookup(t, b2.store, id); got == nil || !got.Same(want) {
+					t.Errorf("b2's order %d = %+v; want %+v", id, got, want)
+				}
+			}
+			if b2.m.Epoch() != b2.lease.Epoch() {
+				t.Errorf("b2's recorded tenure %d, its lease's %d", b2.m.Epoch(), b2.lease.Epoch())
+			}
+		})
 	}
 }
