@@ -120,3 +120,19 @@ func TestSuccessorRightAfterATakeoverKeepsWhatItMerged(t *testing.T) {
 		t.Fatal("the test's waits are in the wrong order")
 	}
 }
+
+// TestTakeoverWritesTheMergedLimitsSoon: the replica that takes over
+// writes the merged limits back to the group (by the limits' writer, not
+// before its first call), with what the group held: a's wait stays.
+func TestTakeoverWritesTheMergedLimitsSoon(t *testing.T) {
+	t.Parallel()
+	g, a, _, _, _ := groupInWait(t, 6*time.Second)
+	b := g.start("b", &pipeline{})
+	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+	a.kill()
+	waitFor(t, "b active", b.working)
+	waitFor(t, "the group's limits written by b", func() bool {
+		v := g.limits()
+		return strings.Contains(v, `"instance":"b"`) && strings.Contains(v, "429 Retry-After")
+	})
+}
