@@ -20,8 +20,10 @@ import (
 // the stream from where its file is, and holds the new active's states:
 // no order moved back, no event missed, read up to the stream's end.
 func TestKilledRightAfterACheckpoint(t *testing.T) {
+	t.Parallel()
 	for _, recreate := range []bool{false, true} {
 		t.Run(map[bool]string{false: "same stream", true: "stream created again between checkpoints"}[recreate], func(t *testing.T) {
+			t.Parallel()
 			s, a := group(t)
 			ctx := context.Background()
 			s7, s8 := orderState("5", t0), orderState("5", t0)

@@ -67,6 +67,7 @@ func opened(t *testing.T, m *Mirror, info *jetstream.ObjectInfo) ([]byte, *jetst
 // one with its info; a chunk whose digest or size does not match the
 // info is not taken; a dump of several chunks is read whole.
 func TestOpenDumpGivesContentWithItsOwnInfo(t *testing.T) {
+	t.Parallel()
 	m := dumpsOn(t)
 	small := bytes.Repeat([]byte("a"), 1000)
 	first := putDump(t, m, "10", small)

@@ -118,6 +118,7 @@ func (p *shopStream) checkMirrored(what string, m *mirror.Mirror, st *state.Stor
 // 9 or 17 messages after the position, and with events published while
 // it reads (a catch-up after it reads them, none is missed).
 func TestCatchUpReadsTheFirstEventsAsTheConsumerDoes(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, 7, 8, 9, 17} {
 		t.Run(fmt.Sprintf("%d messages", n), func(t *testing.T) {
 			s := runServer(t)

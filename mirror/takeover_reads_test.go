@@ -38,6 +38,7 @@ func (s *restoreHook) RestoreWith(c state.Checkpoint, p state.Restore) error {
 // checkpoint names the stream as it is, and a standby that restores it
 // reads the new stream's events.
 func TestStreamCreatedAgainDuringTheTakeover(t *testing.T) {
+	t.Parallel()
 	streamCreatedAgainDuringTheTakeover(t, false)
 }
 
@@ -51,6 +52,7 @@ func TestStreamCreatedAgainDuringTheTakeover(t *testing.T) {
 // the catch-up read the stream's info; closing it costs a read of the
 // stream's info after the catch-up.
 func TestEventInStreamCreatedAgainDuringTheTakeover(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("MIRROR_KNOWN_RACES") == "" {
 		t.Skip("a known race (MIRROR_KNOWN_RACES=1 runs it)")
 	}
@@ -157,8 +159,10 @@ func (s *failingStore) Checkpoint() (state.Checkpoint, bool, error) {
 // tenure the group never saw, and its next takeover restores the group's
 // state.
 func TestTakeoverCutShortDoesNotContinue(t *testing.T) {
+	t.Parallel()
 	for _, cut := range []string{"NATS gone after the reads at the start", "killed before the first checkpoint"} {
 		t.Run(cut, func(t *testing.T) {
+			t.Parallel()
 			s, a := group(t)
 			ctx := context.Background()
 			s7 := orderState("6", t0.Add(time.Minute))
