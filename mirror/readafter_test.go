@@ -3,7 +3,6 @@ package mirror_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/diff"
-	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/mirror"
 	"github.com/orderwatch/orderwatch/shopid"
 	"github.com/orderwatch/orderwatch/state"
@@ -124,21 +122,7 @@ func TestCatchUpReadsTheFirstEventsAsTheConsumerDoes(t *testing.T) {
 			s := runServer(t)
 			ctx := context.Background()
 			js := operator(t, s)
-			st, err := state.Open(filepath.Join(t.TempDir(), "b.db"), state.Options{NoSync: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			ckv, err := lease.CheckpointBucket(ctx, js, "t_checkpoint")
-			if err != nil {
-				t.Fatal(err)
-			}
-			key := lease.Key("shop-b", "ORDERS")
-			m, err := mirror.New(mirror.Config{JS: js, Stream: "ORDERS", SubjectPrefix: "orders", Store: st,
-				Checkpoints: lease.NewCheckpoints(ckv, key), Key: key, Shop: "shop-b", Source: "https://b.example"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, st := shopBStandby(t, js)
 			p := &shopStream{t: t, js: js, last: map[int64]diff.State{}}
 			p.mixed(n)
 			if err := m.CatchUp(ctx); err != nil {
