@@ -359,7 +359,6 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 	if err != nil {
 		return err
 	}
-	own = r.withUnsent(own)
 	// Read now, not with the takeover's reads at its start: a replica past
 	// its tenure (a 429 answered late) may have written to the group since
 	// (the mirror's catch-up and restore take seconds on a loaded
@@ -376,6 +375,10 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 		r.log.Info("the group's limits (waits, sessions, budget) merged into this replica's before its first call",
 			"writer", g.v.Writer.Instance, "written", g.v.Written.Format(time.RFC3339Nano), "later_than_the_checkpoint", later)
 	}
+	// What this file has not written to the group yet, merged last: a
+	// group's value later than the checkpoint replaces the restored one,
+	// and lacks it (TestTakeoverKeepsItsUnsentSpendUnderALaterGroupBudget).
+	merged = r.withUnsent(merged)
 	if err := r.saveLimits(merged); err != nil {
 		return err
 	}
