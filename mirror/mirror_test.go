@@ -46,6 +46,13 @@ func runServer(t *testing.T) testnats.Server {
 
 func newReplica(t *testing.T, s testnats.Server, name string) *replica {
 	t.Helper()
+	return newReplicaWith(t, s, name, nil)
+}
+
+// newReplicaWith is newReplica with the mirror's store wrapped by wrap
+// (nil: none).
+func newReplicaWith(t *testing.T, s testnats.Server, name string, wrap func(mirror.Store) mirror.Store) *replica {
+	t.Helper()
 	st, err := state.Open(filepath.Join(t.TempDir(), name+".db"), state.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -58,10 +65,6 @@ func newReplica(t *testing.T, s testnats.Server, name string) *replica {
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	kv, ttl, err := lease.Bucket(ctx, js, "t_lease", 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ckv, err := lease.CheckpointBucket(ctx, js, "t_checkpoint")
 	if err != nil {
 		t.Fatal(err)
@@ -70,18 +73,35 @@ func newReplica(t *testing.T, s testnats.Server, name string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := mirror.New(mirror.Config{JS: js, Stream: "ORDERS", SubjectPrefix: "orders", Store: st,
+	var ms mirror.Store = st
+	if wrap != nil {
+		ms = wrap(st)
+	}
+	m, err := mirror.New(mirror.Config{JS: js, Stream: "ORDERS", SubjectPrefix: "orders", Store: ms,
 		Checkpoints: lease.NewCheckpoints(ckv, key), Dumps: dumps, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{store: st, nc: nc, js: js, m: m, done: make(chan struct{})}
-	r.lease = lease.New(kv, ttl, lease.Config{Key: key, Instance: name, Host: "h", File: m.File()})
+	r := &replica{store: st, nc: nc, js: js, m: m}
+	runLease(t, r, name)
+	return r
+}
+
+// runLease gives r a lease of the group's, run until the test ends or
+// r.stop.
+func runLease(t *testing.T, r *replica, name string) {
+	t.Helper()
+	ctx := context.Background()
+	kv, ttl, err := lease.Bucket(ctx, r.js, "t_lease", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.done = make(chan struct{})
+	r.lease = lease.New(kv, ttl, lease.Config{Key: key, Instance: name, Host: "h", File: r.m.File()})
 	lctx, cancel := context.WithCancel(ctx)
 	r.stop = cancel
 	go func() { defer close(r.done); _ = r.lease.Run(lctx) }()
 	t.Cleanup(func() { cancel(); <-r.done })
-	return r
 }
 
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {

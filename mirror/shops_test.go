@@ -56,21 +56,7 @@ func TestMirrorTakesOnlyItsShopsEvents(t *testing.T) {
 	publish("shop-a", "https://a.example", 9, "9", t0.Add(2*time.Minute))
 	publish("shop-b", "https://b.example", 8, "6", t0.Add(time.Minute))
 
-	st, err := state.Open(filepath.Join(t.TempDir(), "b.db"), state.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ckv, err := lease.CheckpointBucket(ctx, js, "t_checkpoint")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := lease.Key("shop-b", "ORDERS")
-	m, err := mirror.New(mirror.Config{JS: js, Stream: "ORDERS", SubjectPrefix: "orders", Store: st,
-		Checkpoints: lease.NewCheckpoints(ckv, key), Key: key, Shop: "shop-b", Source: "https://b.example"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, st := shopBStandby(t, js)
 	if err := m.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -89,4 +75,26 @@ func TestMirrorTakesOnlyItsShopsEvents(t *testing.T) {
 			t.Errorf("shop b's order %d = %+v, want status %s (shop a's events not applied)", c.id, got, c.status)
 		}
 	}
+}
+
+// shopBStandby is shop b's standby on the stream ORDERS (subjects
+// orders.>, shared with shop a), without dumps: its mirror and state file.
+func shopBStandby(t *testing.T, js jetstream.JetStream) (*mirror.Mirror, *state.Store) {
+	t.Helper()
+	st, err := state.Open(filepath.Join(t.TempDir(), "b.db"), state.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	ckv, err := lease.CheckpointBucket(context.Background(), js, "t_checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := lease.Key("shop-b", "ORDERS")
+	m, err := mirror.New(mirror.Config{JS: js, Stream: "ORDERS", SubjectPrefix: "orders", Store: st,
+		Checkpoints: lease.NewCheckpoints(ckv, key), Key: key, Shop: "shop-b", Source: "https://b.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, st
 }

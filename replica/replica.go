@@ -170,9 +170,9 @@ type Replica struct {
 	unsent      map[string]json.RawMessage // under limMu: records saved through Records and not yet in the group's limits (UnsentRecord)
 	absorbers   sync.Map                   // record name → the Absorber last saved through Records
 	limitsQuiet atomic.Int64
-	// prefetched is the group's limits the takeover in progress read
-	// (prefetchLimits), taken by applyGroupLimits.
-	prefetched atomic.Pointer[groupLimits]
+	// clockRead says that the takeover in progress read the server's
+	// clock (prefetchLimits), taken by applyGroupLimits.
+	clockRead atomic.Bool
 
 	changed     chan struct{} // the lease changed hands (cap 1)
 	swept       chan struct{} // a verified sweep committed (cap 1)
