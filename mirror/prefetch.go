@@ -93,6 +93,13 @@ const directMax = 8
 // from a dump a few minutes old a few. Otherwise (more of them, or an
 // error) the caller's ordered consumer reads on from where it stopped.
 func (m *Mirror) readAfter(ctx context.Context, s jetstream.Stream) bool {
+	if info := s.CachedInfo(); info != nil && info.Config.AllowDirect {
+		// A direct get may be answered by a replica of the stream that
+		// lags behind its leader ("not found" for the newest events): a
+		// stream created with allow_direct (not by orderwatch) is read by
+		// the consumer, which the leader serves.
+		return false
+	}
 	var msgs []streamMsg
 	seq, done := m.Seq(), false
 	for len(msgs) < directMax {

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderwatch/orderwatch/internal/testnats"
 )
 
 // apiRequests counts the JetStream API requests made on the server from
@@ -154,5 +157,48 @@ func TestStandbyFollowsWithoutConsumers(t *testing.T) {
 	mirror := len(got) - count(got, "KV_t_lease") // the two leases' renewals and reads
 	if rate := float64(mirror) / secs; rate > 10 {
 		t.Errorf("the standby made %.1f requests a second while following; want at most 10 (5 polls, the events, a checkpoint, a dump and a stream look): %q", rate, got)
+	}
+}
+
+// A stream created with allow_direct (by an operator: orderwatch does not
+// set it) may have a direct get answered by a replica that lags behind its
+// leader, "not found" for the newest events: such a stream is read by the
+// ordered consumer, which the leader serves, and never by direct gets.
+func TestAllowDirectStreamIsReadByTheConsumer(t *testing.T) {
+	s := testnats.StartAny(t)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: time.Minute, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	a := newReplica(t, s, "a")
+	waitFor(t, "a active", 5*time.Second, a.lease.Active)
+	if _, err := a.m.Takeover(ctx, a.lease, true); err != nil {
+		t.Fatal(err)
+	}
+	firstSync(t, a)
+	last := orderState("6", t0.Add(time.Minute))
+	change(t, a, 7, orderState("5", t0), last, true)
+	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
+		t.Fatalf("Committed: %v %v", ok, err)
+	}
+	die(a)
+	b := newReplica(t, s, "b")
+	waitFor(t, "b to hold the lease", 10*time.Second, b.lease.Active)
+	reqs := countRequests(t, b)
+	if restored, err := b.m.Takeover(ctx, b.lease, true); err != nil || !restored {
+		t.Fatalf("b's takeover: restored %v, %v", restored, err)
+	}
+	got := reqs.seen(b)
+	if st := lookup(t, b.store, 7); st == nil || !st.Same(last) {
+		t.Errorf("b's order 7 = %+v; want the event's state", st)
+	}
+	if n := count(got, "GET.ORDERS"); n != 0 || count(got, ".CONSUMER.CREATE.ORDERS") == 0 {
+		t.Errorf("the takeover read the allow_direct stream by %d gets; want none, a consumer: %q", n, got)
 	}
 }
