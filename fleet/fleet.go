@@ -705,7 +705,10 @@ const buildsAtOnce = 8
 // cascade; 16 at once, the restores queued (1,000 shops, load ~20: first
 // call p50 25 s, p99 35 s); 48 at once with the renewals on their own
 // connection: p50 11.5 s, p99 15.1 s, no renewal failed (docs/fleet.md).
-const takeoversAtOnce = 48
+// Since a restore is a few requests (mirror/prefetch.go), 128 at once: the
+// queue for 48 was up to 2.5 s of a loaded takeover's p99 (docs/fleet.md,
+// "Takeover under load"); renewals stayed under 4.6 s apart.
+const takeoversAtOnce = 128
 
 // startLocked starts a shop's pipeline: built in the background (a run
 // without its pipeline yet is starting), its replica then contends for
