@@ -66,14 +66,8 @@ func count(subjects []string, kind string) int {
 func TestTakeoverInFewRequests(t *testing.T) {
 	for _, events := range []int{3, 20} {
 		t.Run(map[int]string{3: "a few events after the dump", 20: "many events after the dump"}[events], func(t *testing.T) {
-			s := runServer(t)
+			s, a := group(t)
 			ctx := context.Background()
-			a := newReplica(t, s, "a")
-			waitFor(t, "a active", 5*time.Second, a.lease.Active)
-			if _, err := a.m.Takeover(ctx, a.lease, true); err != nil {
-				t.Fatal(err)
-			}
-			firstSync(t, a)
 			last := orderState("5", t0)
 			for i := range events {
 				next := orderState([]string{"6", "7"}[i%2], t0.Add(time.Duration(i+1)*time.Minute))
@@ -116,22 +110,8 @@ func TestTakeoverInFewRequests(t *testing.T) {
 // standby before, with a consumer created and one deleted on the server
 // each time (a takeover burst of transient standbys in a fleet).
 func TestStandbyFollowsWithoutConsumers(t *testing.T) {
-	s := runServer(t)
-	ctx := context.Background()
-	a := newReplica(t, s, "a")
-	waitFor(t, "a active", 5*time.Second, a.lease.Active)
-	if _, err := a.m.Takeover(ctx, a.lease, true); err != nil {
-		t.Fatal(err)
-	}
-	firstSync(t, a)
-	b := newReplica(t, s, "b")
-	if err := b.m.Demoted(ctx); err != nil {
-		t.Fatal(err)
-	}
-	bctx, bstop := context.WithCancel(ctx)
-	bdone := make(chan struct{})
-	go func() { defer close(bdone); _ = b.m.Run(bctx) }()
-	defer func() { bstop(); <-bdone }()
+	s, a := group(t)
+	b := following(t, s)
 	last := orderState("5", t0)
 	follow := func() {
 		for i := range 3 {
@@ -201,4 +181,19 @@ func TestAllowDirectStreamIsReadByTheConsumer(t *testing.T) {
 	if n := count(got, "GET.ORDERS"); n != 0 || count(got, ".CONSUMER.CREATE.ORDERS") == 0 {
 		t.Errorf("the takeover read the allow_direct stream by %d gets; want none, a consumer: %q", n, got)
 	}
+}
+
+// following is a new replica b of the group on server s, a standby whose
+// mirror runs until the test ends.
+func following(t *testing.T, s testnats.Server) *replica {
+	t.Helper()
+	b := newReplica(t, s, "b")
+	if err := b.m.Demoted(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.m.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return b
 }
