@@ -72,7 +72,7 @@ func TestFleetRandomized(t *testing.T) {
 			}()
 			s.run(moves)
 			total += moves
-			t.Logf("seed %d: %d moves, %d changes, %d members started; %s", seed, moves, len(s.changes), s.started, s.kinds())
+			t.Logf("seed %d: %d moves, %d changes, %d members started; %s; %s", seed, moves, len(s.changes), s.started, s.kinds(), s.sessions())
 		})
 	}
 	t.Logf("%d seeds, %d moves in all", len(seeds), total)
@@ -89,6 +89,17 @@ func (s *sim) kinds() string {
 			}
 		}
 		out = append(out, fmt.Sprintf("%s %d", strings.TrimSuffix(strings.TrimPrefix(k, "delete the bucket "), ":"), n))
+	}
+	return strings.Join(out, ", ")
+}
+
+// sessions says how many logins each shop's members made (each opens a
+// session the service keeps for a day; the session moves with the shop).
+func (s *sim) sessions() string {
+	var out []string
+	for _, id := range s.ids {
+		st := s.w.sim.Tenant(id).Stats()
+		out = append(out, fmt.Sprintf("%s %d logins", id, st.LoginCalls))
 	}
 	return strings.Join(out, ", ")
 }
@@ -138,12 +149,11 @@ type simMember struct {
 const simOrders = 200
 
 func newSim(t *testing.T, seed uint64, shopsN int) *sim {
-	// Every member that takes a shop without its session logs in: a shop
-	// moved more often than the service's 3 concurrent sessions within a
-	// token's life (24 h) is refused logins (docs/fleet.md, known limits).
-	// The simulation moves shops far more often than that: the simulator
-	// allows many sessions.
-	w := newWorldSim(t, shopsN, plentysim.Config{MaxSessions: 10000}, nil)
+	// The service's default of 3 concurrent sessions: a member that takes
+	// a shop goes on with the session the group's checkpoint hands over
+	// (plenty's record session.sealed), so a shop moved far more often
+	// than 3 times within a token's life is never refused a login.
+	w := newWorldSim(t, shopsN, plentysim.Config{}, nil)
 	s := &sim{
 		t: t, w: w, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), ids: w.sim.IDs(),
 		present: map[string]bool{}, share: map[string]float64{}, members: map[string]*simMember{},
@@ -621,6 +631,13 @@ func (s *sim) activeOnce() (bool, string) {
 func (s *sim) check() {
 	for _, f := range s.failures {
 		s.t.Error(f)
+	}
+	// The service's default of 3 sessions: no shop was refused a login.
+	for _, id := range s.ids {
+		if st := s.w.sim.Tenant(id).Stats(); st.SessionLimit429 > 0 {
+			s.t.Errorf("shop %s: %d logins refused with too_many_concurrent_sessions (%d logins, at most %d sessions at once)",
+				id, st.SessionLimit429, st.LoginCalls, st.MaxConcurrentSessions)
+		}
 	}
 	for id, cs := range s.w.callsSince(time.Time{}) {
 		_, overlaps := splitTenures(id, cs)
