@@ -143,27 +143,23 @@ func (c *Client) saveSealed(t order.Token) {
 // loadGuard). The session is not a new one: it has served calls, so a 401
 // to it drops it and logs in once, and it is counted by nobody as a
 // session without a token (the guard counts only those; its previous
-// holder gave it up with the shop).
+// holder gave it up with the shop). When the client keeps a live token of
+// its own that the record does not hold (a record of an earlier password,
+// none yet after an upgrade, an older session), it seals that one, so that
+// the next takeover finds it without waiting for a login or renewal.
 func (c *Client) takeSealed(ctx context.Context) {
 	if c.cfg.Sessions == nil || c.sealer == nil {
 		return
 	}
-	var r sealedSession
-	found, err := c.cfg.Sessions.LoadRecord(SealedSessionRecord, &r)
-	if err != nil || !found || r.V == 0 && len(r.Box) == 0 {
-		if err != nil {
-			c.log.Warn("the sealed session of the group is unreadable; logging in as usual", "err", err)
-		}
-		return
-	}
-	t, err := c.sealer.open(r)
-	if err != nil {
-		c.log.Warn("the sealed session of the group does not open: another password (rotated?) or another shop; logging in as usual", "err", err)
-		return
-	}
 	now := c.now()
-	if !t.Valid(now, 0) || t.AccessToken == c.token.AccessToken ||
-		(c.token.Valid(now, 0) && !t.ExpiresAt.After(c.token.ExpiresAt)) {
+	t := c.openSealed()
+	switch {
+	case t.AccessToken == c.token.AccessToken:
+		return
+	case !t.Valid(now, 0) || c.token.Valid(now, 0) && !t.ExpiresAt.After(c.token.ExpiresAt):
+		if c.token.Valid(now, 0) {
+			c.saveSealed(c.token)
+		}
 		return
 	}
 	c.token = t
@@ -173,4 +169,22 @@ func (c *Client) takeSealed(ctx context.Context) {
 		c.log.Warn("could not persist the session token; a restart will open the sealed one again", "err", err)
 	}
 	c.log.Info("going on with the shop's session from the group's state: no login", "expires_at", t.ExpiresAt.Format(time.RFC3339))
+}
+
+// openSealed returns the token of the sealed record, the zero Token when
+// there is none or it does not open.
+func (c *Client) openSealed() order.Token {
+	var r sealedSession
+	found, err := c.cfg.Sessions.LoadRecord(SealedSessionRecord, &r)
+	if err != nil || !found || r.V == 0 && len(r.Box) == 0 {
+		if err != nil {
+			c.log.Warn("the sealed session of the group is unreadable; not used", "err", err)
+		}
+		return order.Token{}
+	}
+	t, err := c.sealer.open(r)
+	if err != nil {
+		c.log.Warn("the sealed session of the group does not open (a rotated password, another shop's record, or damaged); not used", "err", err)
+	}
+	return t
 }

@@ -191,3 +191,37 @@ func TestTakenOverSessionRejectedLogsInOnce(t *testing.T) {
 		t.Errorf("after one more takeover: %d logins, %d 401s; want still 2, 1", s.LoginCalls, s.Unauthorized401)
 	}
 }
+
+// TestLiveTokenIsSealedAtStart: a process that starts with a live token
+// of its own that the sealed record does not hold (a state file of an
+// earlier version, with no record; a record sealed with the password
+// before a rotation) seals its token at its first call, so the next
+// takeover goes on with that session instead of logging in.
+func TestLiveTokenIsSealedAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		edit     func(t *testing.T, st *state.Store)
+		password string // of the restarted process and its successor
+	}{
+		{"no record (an earlier version)", func(t *testing.T, st *state.Store) {
+			if err := st.SaveRecord(plenty.SealedSessionRecord, nil); err != nil {
+				t.Fatal(err)
+			}
+		}, "demo"},
+		{"a record of the earlier password", func(*testing.T, *state.Store) {}, "rotated"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, plentysim.Config{})
+			st := openState(t, filepath.Join(t.TempDir(), "state.db"))
+			search(t, e.process(t, st, nil), order.Query{})
+			tc.edit(t, st)
+			st = restart(t, st)
+			pw := func(c *plenty.Config) { c.Password = tc.password }
+			search(t, e.process(t, st, pw), order.Query{})
+			search(t, e.process(t, moveShop(t, st), pw), order.Query{})
+			if s := e.sim.Stats(); s.LoginCalls != 1 || s.Unauthorized401 != 0 {
+				t.Errorf("%d logins, %d 401s; want 1, 0", s.LoginCalls, s.Unauthorized401)
+			}
+		})
+	}
+}
