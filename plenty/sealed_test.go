@@ -128,6 +128,24 @@ func TestSessionMovesWithTheShop(t *testing.T) {
 	if _, ok := recs[plenty.SealedSessionRecord]; !ok {
 		t.Errorf("no record %q among %d", plenty.SealedSessionRecord, len(recs))
 	}
+	// The session taken over is the one in use, not one more: no
+	// process's login guard counts a session without a token.
+	var guard struct {
+		Unsure []time.Time `json:"unsure_ends"`
+		Others map[string]struct {
+			Ends []time.Time `json:"ends"`
+		} `json:"others"`
+	}
+	if err := json.Unmarshal(recs[plenty.SessionsRecord], &guard); err != nil {
+		t.Fatal(err)
+	}
+	n := len(guard.Unsure)
+	for _, o := range guard.Others {
+		n += len(o.Ends)
+	}
+	if n != 0 {
+		t.Errorf("the login guard counts %d sessions without a token after the takeovers: %s", n, recs[plenty.SessionsRecord])
+	}
 	for name, raw := range recs {
 		if bytes.Contains(raw, []byte(tok.AccessToken)) || bytes.Contains(raw, []byte(tok.RefreshToken)) {
 			t.Errorf("record %q, which goes to the group's checkpoint, holds the token in clear", name)
