@@ -15,6 +15,29 @@ import (
 	"github.com/orderwatch/orderwatch/replica"
 )
 
+// replicaRun is a pipeline with the hot standby running in the test.
+type replicaRun struct {
+	w    *Watcher
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// runReplica runs the pipeline of cfg with the lease on, as instance,
+// until stop or the end of the test.
+func runReplica(t *testing.T, cfg *Config, instance string) *replicaRun {
+	t.Helper()
+	cfg.Lease, cfg.InstanceID = true, instance
+	w, err := New(cfg, Options{Logger: quiet(), Replica: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replicaRun{w: w, stop: cancel, done: make(chan struct{})}
+	go func() { defer close(r.done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
+}
+
 // TestTakenOverShopKeepsItsSession: a shop handed from replica to replica
 // five times within a token's life, each replica on a new state file (a
 // fleet member on an empty state directory, a pod of the chart's default
@@ -28,23 +51,8 @@ func TestTakenOverShopKeepsItsSession(t *testing.T) {
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	nats := testnats.Start(t).ClientURL()
-	type run struct {
-		w    *Watcher
-		stop context.CancelFunc
-		done chan struct{}
-	}
-	start := func(instance string) *run {
-		cfg := testConfig(t, srv.URL, nats) // a state file of its own
-		cfg.Lease, cfg.InstanceID = true, instance
-		w, err := New(cfg, Options{Logger: quiet(), Replica: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		r := &run{w: w, stop: cancel, done: make(chan struct{})}
-		go func() { defer close(r.done); _ = w.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-r.done })
-		return r
+	start := func(instance string) *replicaRun {
+		return runReplica(t, testConfig(t, srv.URL, nats), instance) // a state file of its own
 	}
 	// sweeps waits for n more order searches (the active's calls go on;
 	// its checkpoints, which carry the sealed session, are written).
