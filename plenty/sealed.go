@@ -22,8 +22,9 @@ import (
 // within a token's life (a day) reaches the shop's session limit. So the
 // client also keeps a sealed copy of its token as an ordinary record
 // (SealedSessionRecord), which the group's checkpoint carries to a
-// successor; a client that starts without a live token of its own opens it
-// and goes on with that session: no login, no new session.
+// successor; a client that starts without a live token of its own that
+// outlasts it opens it and goes on with that session: no login, no new
+// session.
 //
 // The copy is as secret as the password: AES-256-GCM with a key derived
 // (HKDF-SHA256) from the shop's password, salted with the shop's identity
