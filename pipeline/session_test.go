@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/plentysim"
 	"github.com/orderwatch/orderwatch/replica"
+	"github.com/orderwatch/orderwatch/state"
 )
 
 // replicaRun is a pipeline with the hot standby running in the test.
@@ -97,5 +99,45 @@ func TestTakenOverShopKeepsItsSession(t *testing.T) {
 		if s != "" && strings.Contains(string(b), s) {
 			t.Errorf("the state report holds %s: %s", what, b)
 		}
+	}
+}
+
+// TestCheckUsesTheSessionHandedOver: `watcher check` on a state file that
+// holds no token of its own but the shop's sealed session (restored from
+// the group) makes no login and says where the session came from.
+func TestCheckUsesTheSessionHandedOver(t *testing.T) {
+	sim := plentysim.New(plentysim.Config{Seed: 12})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	cfg := testConfig(t, srv.URL, testnats.Start(t).ClientURL())
+	other, err := state.Open(filepath.Join(t.TempDir(), "other.db"), state.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := plenty.New(plenty.Config{BaseURL: srv.URL, Username: "demo", Password: "demo", Tokens: other, Sessions: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Login(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ckpt, _, err := other.Checkpoint()
+	_ = other.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(cfg.StatePath, state.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.RestoreCheckpoint(ckpt, nil)
+	_ = st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	Check(t.Context(), cfg, "test", &out)
+	if !strings.Contains(out.String(), "session handed over") || sim.Stats().LoginCalls != 1 {
+		t.Errorf("%d logins (want 1: the other process's), check said:\n%s", sim.Stats().LoginCalls, out.String())
 	}
 }
