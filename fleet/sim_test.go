@@ -67,12 +67,12 @@ func TestFleetRandomized(t *testing.T) {
 			s := newSim(t, seed, 4)
 			defer func() {
 				if t.Failed() {
-					t.Logf("replay: go test -race ./fleet -run 'TestFleetRandomized' -v -args -fleet-sim-seed=%d -fleet-sim-moves=%d\nmoves:\n%s", seed, moves, strings.Join(s.log, "\n"))
+					t.Logf("replay: go test -race ./fleet -run 'TestFleetRandomized' -v -args -fleet-sim-seed=%d -fleet-sim-moves=%d\nmoves:\n%s\nlogins:\n%s", seed, moves, strings.Join(s.log, "\n"), s.loginLog())
 				}
 			}()
 			s.run(moves)
 			total += moves
-			t.Logf("seed %d: %d moves, %d changes, %d members started; %s", seed, moves, len(s.changes), s.started, s.kinds())
+			t.Logf("seed %d: %d moves, %d changes, %d members started; %s; %s", seed, moves, len(s.changes), s.started, s.kinds(), s.sessions())
 		})
 	}
 	t.Logf("%d seeds, %d moves in all", len(seeds), total)
@@ -91,6 +91,33 @@ func (s *sim) kinds() string {
 		out = append(out, fmt.Sprintf("%s %d", strings.TrimSuffix(strings.TrimPrefix(k, "delete the bucket "), ":"), n))
 	}
 	return strings.Join(out, ", ")
+}
+
+// sessions says how many logins each shop's members made (each opens a
+// session the service keeps for a day; the session moves with the shop).
+func (s *sim) sessions() string {
+	var out []string
+	for _, id := range s.ids {
+		st := s.w.sim.Tenant(id).Stats()
+		out = append(out, fmt.Sprintf("%s %d logins", id, st.LoginCalls))
+	}
+	return strings.Join(out, ", ") + fmt.Sprintf(" (%d sessions allowed)", s.sessionsAllowed)
+}
+
+// loginLog lists each shop's logins: member, time into the run, status.
+func (s *sim) loginLog() string {
+	calls := s.w.callsSince(time.Time{})
+	var out []string
+	for _, id := range s.ids {
+		var ls []string
+		for _, c := range calls[id] {
+			if strings.HasSuffix(c.Path, "/login") {
+				ls = append(ls, fmt.Sprintf("%s %.1fs %d", agentMember(c.Agent), c.Start.Sub(s.t0).Seconds(), c.Status))
+			}
+		}
+		out = append(out, id+": "+strings.Join(ls, ", "))
+	}
+	return strings.Join(out, "\n")
 }
 
 // sim is one run of the simulation.
@@ -117,6 +144,9 @@ type sim struct {
 	t0       time.Time
 	rewatch  chan struct{}                // the lease bucket was deleted: watch it again
 	snapshot atomic.Pointer[[]*simMember] // the live members, for the monitor
+
+	// sessionsAllowed is the simulator's session limit (see deleteBucket).
+	sessionsAllowed int
 }
 
 type holderAt struct {
@@ -138,17 +168,16 @@ type simMember struct {
 const simOrders = 200
 
 func newSim(t *testing.T, seed uint64, shopsN int) *sim {
-	// Every member that takes a shop without its session logs in: a shop
-	// moved more often than the service's 3 concurrent sessions within a
-	// token's life (24 h) is refused logins (docs/fleet.md, known limits).
-	// The simulation moves shops far more often than that: the simulator
-	// allows many sessions.
-	w := newWorldSim(t, shopsN, plentysim.Config{MaxSessions: 10000}, nil)
+	// The service's default of 3 concurrent sessions: a member that takes
+	// a shop goes on with the session the group's checkpoint hands over
+	// (plenty's record session.sealed), so a shop moved far more often
+	// than 3 times within a token's life is never refused a login.
+	w := newWorldSim(t, shopsN, plentysim.Config{}, nil)
 	s := &sim{
 		t: t, w: w, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), ids: w.sim.IDs(),
 		present: map[string]bool{}, share: map[string]float64{}, members: map[string]*simMember{},
 		nextOrd: map[string]int{}, holders: map[string][]holderAt{}, freeAt: map[string]time.Time{},
-		done: make(chan struct{}), t0: time.Now(), rewatch: make(chan struct{}, 1),
+		done: make(chan struct{}), t0: time.Now(), rewatch: make(chan struct{}, 1), sessionsAllowed: 3,
 	}
 	at := time.Now().Add(-time.Hour)
 	for i, id := range s.ids {
@@ -264,6 +293,17 @@ func (s *sim) deleteBucket(name string) {
 	defer cancel()
 	if err := s.w.js.DeleteKeyValue(ctx, name); err != nil {
 		s.note("  (%v)", err)
+	}
+	if name == "orderwatch_checkpoint" {
+		// The checkpoints carried the shops' sessions (sealed): a member
+		// that takes a shop before its active wrote the checkpoint again
+		// logs in (docs/fleet.md, Known limits), and the service keeps
+		// the earlier session for a day. One more session per deletion,
+		// so that only another cause of a login runs into the limit.
+		s.sessionsAllowed++
+		for _, id := range s.ids {
+			s.w.sim.Tenant(id).SetMaxSessions(s.sessionsAllowed)
+		}
 	}
 	if name == "orderwatch_lease" {
 		// Who holds what is unknown until the test's watch is on the
@@ -621,6 +661,13 @@ func (s *sim) activeOnce() (bool, string) {
 func (s *sim) check() {
 	for _, f := range s.failures {
 		s.t.Error(f)
+	}
+	// The service's default of 3 sessions: no shop was refused a login.
+	for _, id := range s.ids {
+		if st := s.w.sim.Tenant(id).Stats(); st.SessionLimit429 > 0 {
+			s.t.Errorf("shop %s: %d logins refused with too_many_concurrent_sessions (%d logins, at most %d sessions at once)",
+				id, st.SessionLimit429, st.LoginCalls, st.MaxConcurrentSessions)
+		}
 	}
 	for id, cs := range s.w.callsSince(time.Time{}) {
 		_, overlaps := splitTenures(id, cs)

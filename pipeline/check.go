@@ -171,6 +171,7 @@ func WriteScope(w io.Writer, sp diff.ScopeSplit) {
 // `watcher run`) and searches once.
 func checkService(ctx context.Context, cfg *Config, version string, scope diff.ScopeSplit, store checkStore, stdout io.Writer, report func(error, string, string)) {
 	before, _ := store.LoadToken(ctx)
+	logins := 0 // login requests made (none: a stored or handed-over session was used)
 	// Bound like `watcher run` by what the state file holds (the login
 	// guard, the service's pending wait), and leaving to it what it learns.
 	client, err := plenty.New(plenty.Config{
@@ -178,6 +179,7 @@ func checkService(ctx context.Context, cfg *Config, version string, scope diff.S
 		APIVersion: cfg.PlentyAPIVersion, APIVendor: cfg.PlentyAPIVendor, Timeout: cfg.PlentyTimeout,
 		UserAgent: "orderwatch-check/" + version,
 		Tokens:    store, Sessions: store, Waits: store, NoRenew: true, Retry: plenty.RetryConfig{MaxElapsed: 20 * time.Second},
+		OnLogin: func(plenty.LoginResult) { logins++ },
 	})
 	if err != nil {
 		report(err, "", "client")
@@ -190,8 +192,11 @@ func checkService(ctx context.Context, cfg *Config, version string, scope diff.S
 	err = client.Login(ctx)
 	after, _ := store.LoadToken(ctx)
 	okText := "logged in to " + cfg.PlentyURL + " as " + cfg.PlentyUsername + "; the session is kept in the state file for `watcher run`"
-	reused := before != (order.Token{}) && before.AccessToken == after.AccessToken
-	if reused {
+	reused := after.AccessToken != "" && logins == 0
+	switch {
+	case reused && before.AccessToken != after.AccessToken:
+		okText = "the shop's session handed over in the state file (sealed, record " + plenty.SealedSessionRecord + ") is live: reused it, no login"
+	case reused:
 		okText = "session stored in the state file is live: reused it, no login"
 	}
 	report(err, okText, "login")

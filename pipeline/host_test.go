@@ -23,25 +23,13 @@ import (
 // interval, 20 s: it takes over well before.
 func TestSingleShopIsAFleetOfOne(t *testing.T) {
 	nats := testnats.Start(t).ClientURL()
-	type run struct {
-		w    *Watcher
-		stop context.CancelFunc
-		done chan struct{}
-	}
-	start := func(instance string) *run {
+	start := func(instance string) *replicaRun {
 		cfg := testConfig(t, "http://127.0.0.1:1", nats)
-		cfg.Lease, cfg.LeaseTTL, cfg.InstanceID = true, time.Minute, instance
-		w, err := New(cfg, Options{Logger: quiet(), Replica: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if w.host.Buckets() == nil {
+		cfg.LeaseTTL = time.Minute
+		r := runReplica(t, cfg, instance)
+		if r.w.host.Buckets() == nil {
 			t.Fatalf("%s: the host bound no buckets", instance)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		r := &run{w: w, stop: cancel, done: make(chan struct{})}
-		go func() { defer close(r.done); _ = w.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-r.done })
 		return r
 	}
 	a := start("a")

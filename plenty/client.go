@@ -142,6 +142,7 @@ type Client struct {
 	token          order.Token
 	tokenLoaded    bool
 	logins         loginGuard
+	sealer         *sealer   // the session's sealed copy for the group (sealed.go)
 	refreshRefused bool      // the service does not renew tokens: re-login on expiry
 	refreshRetry   time.Time // no renewal attempt before this (after a transient failure)
 
@@ -175,10 +176,14 @@ func New(cfg Config) (*Client, error) {
 	if cfg.APIVersion > 0 {
 		accept = fmt.Sprintf("application/x.%s.v%d+json", cfg.APIVendor, cfg.APIVersion)
 	}
+	seal, err := newSealer(cfg.Password, base.String(), cfg.Username)
+	if err != nil {
+		return nil, err
+	}
 	return &Client{
 		cfg: cfg, base: base, accept: accept, http: hc,
 		log: cfg.Logger, now: cfg.Now, pacer: cfg.Pacer, mono: cfg.Monotonic,
-		logins: loginGuard{spacing: cfg.LoginSpacing, limit: cfg.MaxSessions},
+		logins: loginGuard{spacing: cfg.LoginSpacing, limit: cfg.MaxSessions}, sealer: seal,
 	}, nil
 }
 

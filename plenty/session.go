@@ -373,6 +373,7 @@ func (c *Client) session(ctx context.Context) (order.Token, error) {
 		}
 		c.token, c.tokenLoaded = t, true
 		c.loadGuard()
+		c.takeSealed(ctx)
 	}
 	now := c.now()
 	g := &c.logins
@@ -573,6 +574,7 @@ func (c *Client) setToken(ctx context.Context, t order.Token) {
 	if err := c.cfg.Tokens.SaveToken(ctx, t); err != nil {
 		c.log.Warn("could not persist the session token; a restart will log in again", "err", err)
 	}
+	c.saveSealed(t)
 }
 
 // served notes that tok was accepted by the service (a 2xx to a call made

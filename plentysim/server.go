@@ -350,6 +350,17 @@ func (s *Server) SetLimits(l Limits) {
 	s.ctl.Unlock()
 }
 
+// SetMaxSessions changes the number of concurrent live sessions allowed
+// (n <= 0: the default 3); the sessions open now stay open.
+func (s *Server) SetMaxSessions(n int) {
+	if n <= 0 {
+		n = 3
+	}
+	s.ctl.Lock()
+	s.cfg.MaxSessions = n
+	s.ctl.Unlock()
+}
+
 // SetBeforeSearch installs fn, called for every authorized, valid search
 // request with its effective page number before its result is computed,
 // outside the simulator's locks: a test can mutate orders between the page

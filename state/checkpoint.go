@@ -16,7 +16,8 @@ import (
 
 // Checkpoint is the active replica's bookkeeping, as a standby takes it
 // over: everything of the state file except the snapshot, the outbox and
-// the token (each replica has its own session).
+// the token (the session moves with the shop only sealed, as plenty's
+// record "session.sealed", a record like any other).
 type Checkpoint struct {
 	Watermark    time.Time `json:"watermark"`
 	Baseline     time.Time `json:"baseline"`
