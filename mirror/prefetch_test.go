@@ -67,26 +67,13 @@ func TestTakeoverInFewRequests(t *testing.T) {
 	for _, events := range []int{3, 20} {
 		t.Run(map[int]string{3: "a few events after the dump", 20: "many events after the dump"}[events], func(t *testing.T) {
 			s, a := group(t)
-			ctx := context.Background()
 			last := orderState("5", t0)
 			for i := range events {
 				next := orderState([]string{"6", "7"}[i%2], t0.Add(time.Duration(i+1)*time.Minute))
 				change(t, a, 7, last, next, true)
 				last = next
 			}
-			if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
-				t.Fatalf("Committed: %v %v", ok, err)
-			}
-			die(a)
-
-			b := newReplica(t, s, "b")
-			waitFor(t, "b to hold the lease", 10*time.Second, b.lease.Active)
-			reqs := countRequests(t, b)
-			restored, err := b.m.Takeover(ctx, b.lease, true)
-			if err != nil || !restored {
-				t.Fatalf("b's takeover: restored %v, %v", restored, err)
-			}
-			got := reqs.seen(b)
+			b, got := takeOverCounting(t, s, a)
 			if st := lookup(t, b.store, 7); st == nil || !st.Same(last) {
 				t.Errorf("b's order 7 = %+v; want the state of the last of the %d events", st, events)
 			}
@@ -157,24 +144,10 @@ func TestAllowDirectStreamIsReadByTheConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newReplica(t, s, "a")
-	waitFor(t, "a active", 5*time.Second, a.lease.Active)
-	if _, err := a.m.Takeover(ctx, a.lease, true); err != nil {
-		t.Fatal(err)
-	}
-	firstSync(t, a)
+	firstActive(t, a)
 	last := orderState("6", t0.Add(time.Minute))
 	change(t, a, 7, orderState("5", t0), last, true)
-	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
-		t.Fatalf("Committed: %v %v", ok, err)
-	}
-	die(a)
-	b := newReplica(t, s, "b")
-	waitFor(t, "b to hold the lease", 10*time.Second, b.lease.Active)
-	reqs := countRequests(t, b)
-	if restored, err := b.m.Takeover(ctx, b.lease, true); err != nil || !restored {
-		t.Fatalf("b's takeover: restored %v, %v", restored, err)
-	}
-	got := reqs.seen(b)
+	b, got := takeOverCounting(t, s, a)
 	if st := lookup(t, b.store, 7); st == nil || !st.Same(last) {
 		t.Errorf("b's order 7 = %+v; want the event's state", st)
 	}
@@ -196,4 +169,23 @@ func following(t *testing.T, s testnats.Server) *replica {
 	go func() { defer close(done); _ = b.m.Run(ctx) }()
 	t.Cleanup(func() { stop(); <-done })
 	return b
+}
+
+// takeOverCounting checkpoints the active a and kills it; a new replica
+// b takes over on a new state file. got are the JetStream API requests
+// made on the server during b's takeover.
+func takeOverCounting(t *testing.T, s testnats.Server, a *replica) (b *replica, got []string) {
+	t.Helper()
+	ctx := context.Background()
+	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
+		t.Fatalf("Committed: %v %v", ok, err)
+	}
+	die(a)
+	b = newReplica(t, s, "b")
+	waitFor(t, "b to hold the lease", 10*time.Second, b.lease.Active)
+	reqs := countRequests(t, b)
+	if restored, err := b.m.Takeover(ctx, b.lease, true); err != nil || !restored {
+		t.Fatalf("b's takeover: restored %v, %v", restored, err)
+	}
+	return b, reqs.seen(b)
 }
