@@ -4,8 +4,9 @@
 //   - Events: every event of the group's subjects carries the order's
 //     tracked state after the change (data.after); the mirror reads the
 //     stream from its last applied sequence (follow: direct gets of the
-//     next event, a backlog by an ordered consumer) and writes those states into the snapshot, in batches, each with the
-//     sequence it reached (one transaction). A state older than the stored
+//     next event, a backlog by an ordered consumer) and writes those
+//     states into the snapshot, in batches, each with the sequence it
+//     reached (one transaction). A state older than the stored
 //     one is skipped, so reading a stretch again never moves an order back.
 //   - Snapshot dumps: what the active stores without an event (the
 //     baseline of the first sync, updatedAt-only changes, orders outside

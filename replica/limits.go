@@ -389,11 +389,11 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 	return nil
 }
 
-// prefetchLimits reads the server's clock for the takeover's
+// prefetchClock reads the server's clock for the takeover's
 // applyGroupLimits, at once with the mirror's own reads
 // (mirror.Config.Prefetch): a read that fails is made again there. (The
 // group's limits are read there: they may change during the takeover.)
-func (r *Replica) prefetchLimits(ctx context.Context) {
+func (r *Replica) prefetchClock(ctx context.Context) {
 	l := r.lease.Load()
 	if len(r.cfg.Limits) == 0 || l == nil || r.ckv == nil {
 		return

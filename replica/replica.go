@@ -171,7 +171,7 @@ type Replica struct {
 	absorbers   sync.Map                   // record name → the Absorber last saved through Records
 	limitsQuiet atomic.Int64
 	// clockRead says that the takeover in progress read the server's
-	// clock (prefetchLimits), taken by applyGroupLimits.
+	// clock (prefetchClock), taken by applyGroupLimits.
 	clockRead atomic.Bool
 
 	changed     chan struct{} // the lease changed hands (cap 1)
@@ -485,7 +485,7 @@ func (r *Replica) bind(ctx context.Context, js jetstream.JetStream) error {
 	r.mirror, err = mirror.New(mirror.Config{
 		JS: js, Stream: r.cfg.Stream, SubjectPrefix: r.cfg.SubjectPrefix, Store: r.cfg.Store,
 		Checkpoints: r.ckpts, Dumps: dumps, Key: key, Shop: r.cfg.Shop, Source: r.cfg.Source, Logger: r.log, Own: append(slices.Clone(r.cfg.Own), UnsentRecord), Lock: r.cfg.FileLock,
-		OnApplied: func(n int) { r.applied.Add(float64(n)) }, BeforeTenure: r.applyGroupLimits, Prefetch: r.prefetchLimits, Merge: r.restoreRecord,
+		OnApplied: func(n int) { r.applied.Add(float64(n)) }, BeforeTenure: r.applyGroupLimits, Prefetch: r.prefetchClock, Merge: r.restoreRecord,
 	})
 	if err != nil {
 		return err

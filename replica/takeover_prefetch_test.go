@@ -13,7 +13,7 @@ import (
 )
 
 // Hostile checks of the fast takeover's reads made at its start
-// (mirror.Takeover's prefetch, replica's prefetchLimits).
+// (mirror.Takeover's prefetch, replica's prefetchClock).
 
 // restoreHook is a member's state file that runs a function at a restore
 // of a checkpoint (state.Store.RestoreWith) before the restore: a moment
