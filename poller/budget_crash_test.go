@@ -123,3 +123,39 @@ func TestRestoredBudgetClamped(t *testing.T) {
 		t.Error("a record with a limit of 2^40 calls a day was restored")
 	}
 }
+
+// TestSteadySweepSavesTheBudgetOnce: a sweep of a few calls (fewer than
+// the five a kill may lose, within a second: the steady state) saves the
+// budget once, at its end, not also at its first call: each save is a
+// write of the state file and of the group's limits (package replica).
+func TestSteadySweepSavesTheBudgetOnce(t *testing.T) {
+	e := newEnv(t, plentysim.Config{}, poller.Config{})
+	e.sim.Generate(30, t0.Add(-2*24*time.Hour), t0.Add(-time.Minute))
+	rec := &budgetSaves{Records: e.store, calls: e.client.Calls}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sweeps, checked, last := 0, 0, 0
+	err := e.poll.Run(ctx, poller.RunConfig{CallShare: 0.25, Throttle: e.client.Throttle, Calls: e.client.Calls, Records: rec,
+		OnSweep: func(st poller.Stats, err error) {
+			rec.mu.Lock()
+			n := len(rec.saves)
+			rec.mu.Unlock()
+			if sweeps++; sweeps > 1 && err == nil && st.Charged > 0 && st.Charged < 5 {
+				checked++
+				if n-last != 1 {
+					t.Errorf("sweep %d (%d calls) saved the budget %d times; want once", sweeps, st.Charged, n-last)
+				}
+			}
+			last = n
+			if sweeps == 8 {
+				cancel()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 5 {
+		t.Fatalf("%d steady sweeps checked; the test needs at least 5", checked)
+	}
+}

@@ -82,15 +82,18 @@ type runner struct {
 	// the sweep or read under way was charged call by call (onCall).
 	seen       int64
 	progressed int
-	// opStart: the sweep under way began; the budget is saved at most
-	// every second or saveEvery calls.
-	opStart, lastSave time.Time
-	unsaved           int
+	// opStart: the sweep under way began. unsaved calls went out since
+	// the budget was last saved, the first of them at unsavedSince.
+	opStart, unsavedSince time.Time
+	unsaved               int
 	watermark         time.Time // after the last sweep
 }
 
-// saveEvery is how many calls of a sweep at most go out between two saves
-// of the budget (and at most a second passes).
+// saveEvery is how many calls at most go out unsaved (and none goes out
+// while one made over a second before is unsaved): the budget is saved
+// when the saveEvery-th goes out, or a call goes out a second or more
+// after the first unsaved one, and at the end of every sweep. A sweep of
+// one call (the steady state) is saved once, at its end.
 const saveEvery = 5
 
 func (p *Poller) newRunner(ctx context.Context, rc RunConfig) *runner {
@@ -136,10 +139,10 @@ func (r *runner) countCalls() func() {
 	return r.p.alsoOnProgress(func(pr Progress) { r.onCall(pr.NewCalls) })
 }
 
-// onCall takes calls from the budget as they go out, and saves it at most
-// every second or every saveEvery calls: a process killed inside a long
-// sweep (a first sync) leaves what it spent in the state file, less what
-// it made since the last save.
+// onCall takes calls from the budget as they go out, and saves it every
+// saveEvery calls or a second after the first unsaved one: a process
+// killed inside a long sweep (a first sync) leaves what it spent in the
+// state file, less the last few calls (saveEvery at most).
 func (r *runner) onCall(newCalls int) {
 	n := newCalls
 	if r.rc.Calls != nil {
@@ -152,10 +155,12 @@ func (r *runner) onCall(newCalls int) {
 	}
 	now := r.p.cfg.Now()
 	r.rc.Budget.Take(now, n, r.throttle())
-	if r.unsaved += n; r.unsaved < saveEvery && now.Sub(r.lastSave) < time.Second {
+	if r.unsaved == 0 {
+		r.unsavedSince = now
+	}
+	if r.unsaved += n; r.unsaved < saveEvery && now.Sub(r.unsavedSince) < time.Second {
 		return
 	}
-	r.unsaved, r.lastSave = 0, now
 	// The next sweep's time as if the sweep ended now: a successor is
 	// held as this process would be.
 	r.saveAfter(r.opStart)
@@ -182,8 +187,14 @@ func (r *runner) saveAfter(start time.Time) {
 	b := r.rc.Budget
 	gap, _ := b.Gap(r.p.cfg.Now(), r.rc.Interval, r.throttle())
 	b.SetNext(start.Add(gap), gap)
+	r.save()
+}
+
+// save hands the budget's state to OnBudget (which saves it first).
+func (r *runner) save() {
+	r.unsaved = 0
 	if r.rc.OnBudget != nil {
-		r.rc.OnBudget(b.Snapshot())
+		r.rc.OnBudget(r.rc.Budget.Snapshot())
 	}
 }
 
@@ -234,9 +245,7 @@ func (r *runner) reread(st *Stats, rd read) (rs Stats, err error, stop bool) {
 	r.rc.Budget.Extra(in + rest) // taken call by call (onCall) and now
 	st.Charged += in + rest
 	if r.ctx.Err() != nil {
-		if r.rc.OnBudget != nil {
-			r.rc.OnBudget(r.rc.Budget.Snapshot())
-		}
+		r.save()
 		return rs, err, true
 	}
 	st.add(rs)
@@ -334,9 +343,7 @@ func (r *runner) finish(st Stats, err error) bool {
 	now, th := p.cfg.Now(), r.throttle()
 	gap, why := rc.Budget.Gap(now, rc.Interval, th)
 	rc.Budget.SetNext(st.Start.Add(gap), gap)
-	if rc.OnBudget != nil {
-		rc.OnBudget(rc.Budget.Snapshot())
-	}
+	r.save()
 	st.NextGap, st.GapReason = gap, why
 	st.BudgetLeft, st.BudgetKnown = rc.Budget.Remaining(now, th)
 	st.ReadOwed = p.ReadOwed(st.Watermark)

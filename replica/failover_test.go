@@ -157,10 +157,17 @@ type member struct {
 	done   chan struct{}
 }
 
-// checkpointStore is the state file with checkpoints that fail on demand.
+// checkpointStore is the state file with checkpoints that fail on demand;
+// it counts the replica's own saves of records.
 type checkpointStore struct {
 	*state.Store
-	fail atomic.Bool
+	fail  atomic.Bool
+	saves atomic.Int64
+}
+
+func (s *checkpointStore) SaveRecord(name string, v any) error {
+	s.saves.Add(1)
+	return s.Store.SaveRecord(name, v)
 }
 
 func (s *checkpointStore) Checkpoint() (state.Checkpoint, bool, error) {

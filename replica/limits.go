@@ -141,6 +141,7 @@ func (r *Replica) saveKept(s RecordStore, name string, v any) error {
 		r.unsent = map[string]json.RawMessage{}
 	}
 	r.unsent[name] = raw
+	r.sentFiled = false
 	if both, ok := s.(recordsSaver); ok {
 		return both.SaveRecords(state.Record{Name: name, Value: v}, state.Record{Name: UnsentRecord, Value: r.unsent})
 	}
@@ -150,20 +151,42 @@ func (r *Replica) saveKept(s RecordStore, name string, v any) error {
 	return s.SaveRecord(name, v)
 }
 
-// sent forgets what a write of the group's limits now holds. Called under
+// sent forgets what a write of the group's limits now holds. The state
+// file's record of it (UnsentRecord) is rewritten by the next save
+// (saveKept), which follows within a sweep's interval while the replica is
+// active, or cleared by clearSent (a demotion, the stop, the limits'
+// writer): one write of the state file per save, not two (the clearing
+// write was a third of a fleet's state-file writes, docs/fleet.md). A
+// process killed in between leaves a record the group already has: its
+// restart or takeover merges it again, which adds nothing (it was saved
+// with the file's own record, and a merge only spends; the same as a kill
+// between the group's write and the clearing write before). Called under
 // limMu.
 func (r *Replica) sent() {
 	if r.unsent == nil {
 		return
 	}
 	r.unsent = nil
+	r.sentFiled = true
+}
+
+// clearSent clears the state file's record of limits the group has
+// already (sent).
+func (r *Replica) clearSent() {
+	r.limMu.Lock()
+	defer r.limMu.Unlock()
+	if !r.sentFiled {
+		return
+	}
 	if err := r.cfg.Store.SaveRecord(UnsentRecord, nil); err != nil {
 		r.log.Warn("the state file's record of the limits not yet written to the group could not be cleared", "err", err)
+		return
 	}
+	r.sentFiled = false
 }
 
 // loadUnsent reads what an earlier process on this state file saved
-// through Records and did not write to the group.
+// through Records and may not have written to the group (sent).
 func (r *Replica) loadUnsent() {
 	var unsent map[string]json.RawMessage
 	if found, err := r.cfg.Store.LoadRecord(UnsentRecord, &unsent); err != nil || !found || len(unsent) == 0 {
@@ -177,7 +200,7 @@ func (r *Replica) loadUnsent() {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	r.log.Warn("records of the group's limits an earlier process on this state file did not write to the group: kept and written now", "records", names)
+	r.log.Info("records of the group's limits an earlier process on this state file kept, not known to be in the group: written to it now", "records", names)
 	r.pokeLimits()
 }
 
@@ -283,6 +306,7 @@ func (r *Replica) startLimits(ctx context.Context) (stop func()) {
 				cancel()
 				if err == nil {
 					r.limitsQuiet.Store(0)
+					r.clearSent()
 					break
 				}
 				select {
