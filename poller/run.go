@@ -86,7 +86,7 @@ type runner struct {
 	// the budget was last saved, the first of them at unsavedSince.
 	opStart, unsavedSince time.Time
 	unsaved               int
-	watermark         time.Time // after the last sweep
+	watermark             time.Time // after the last sweep
 }
 
 // saveEvery is how many calls at most go out unsaved (and none goes out
