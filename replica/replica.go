@@ -558,10 +558,17 @@ func (r *Replica) otherHolds(ctx context.Context) bool {
 	return err == nil && found && !l.Mine(v)
 }
 
-// noteHolder reads who holds the lease (for the state report).
+// noteHolder notes who holds the lease (for the state report): this
+// replica while it is active (its lease says so: no read), else what the
+// key holds. (Read every second by every active pipeline too, it was a
+// NATS request a second per shop of a fleet at rest.)
 func (r *Replica) noteHolder(ctx context.Context) {
 	l := r.lease.Load()
 	if l == nil {
+		return
+	}
+	if l.Active() {
+		r.holder.Store(l.Value())
 		return
 	}
 	hctx, cancel := context.WithTimeout(ctx, time.Second)
