@@ -201,7 +201,10 @@ func (g *group) startOn(name, path string, p *pipeline) *member {
 		Key: g.key, Instance: name, Host: "h", Bucket: g.bucket, TTL: ttl,
 		Limits: limits, Merges: merges,
 		Logger: slog.New(slog.NewTextHandler(m.logs, nil)),
-		Tuning: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second},
+		// CheckpointEvery: the tests' sweeps (advance) move the watermark
+		// without an event and wait for its checkpoint (the default skips
+		// it for 10 s: TestSweepWithoutEventsSkipsItsCheckpoint).
+		Tuning: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond, CheckpointWait: time.Second, CheckpointEvery: time.Nanosecond},
 	}
 	if g.configure != nil {
 		g.configure(name, &cfg)

@@ -45,6 +45,7 @@ type Pipeline interface {
 type Store interface {
 	mirror.Store
 	OutboxDepth() int
+	OutboxAdded() (uint64, error)
 	Meta() (state.Meta, error)
 }
 
@@ -129,10 +130,14 @@ type Tuning struct {
 	Tick           time.Duration // the role loop looks at the lease at least this often [1s]
 	Retry          time.Duration // between attempts to bind the buckets [1s]
 	CheckpointWait time.Duration // a checkpoint waits this long at most for an empty outbox [5s]
-	Renew          time.Duration // between renewals of the lease [TTL/3]
-	Margin         time.Duration // taken off the TTL for the local deadline [TTL/5]
-	TakeoverLimit  time.Duration // bounds one takeover [30s]
-	ReleaseWait    time.Duration // a stop waits this long at most for the release [3s]
+	// CheckpointEvery: a sweep that added no event is followed by a
+	// checkpoint only when the last one is this old [10s] (see
+	// checkpointDue).
+	CheckpointEvery time.Duration
+	Renew           time.Duration // between renewals of the lease [TTL/3]
+	Margin          time.Duration // taken off the TTL for the local deadline [TTL/5]
+	TakeoverLimit   time.Duration // bounds one takeover [30s]
+	ReleaseWait     time.Duration // a stop waits this long at most for the release [3s]
 }
 
 func (t *Tuning) defaults() {
@@ -144,6 +149,7 @@ func (t *Tuning) defaults() {
 	def(&t.Tick, time.Second)
 	def(&t.Retry, time.Second)
 	def(&t.CheckpointWait, 5*time.Second)
+	def(&t.CheckpointEvery, 10*time.Second)
 	def(&t.TakeoverLimit, 30*time.Second)
 	def(&t.ReleaseWait, 3*time.Second)
 }

@@ -129,3 +129,18 @@ func (s *Store) DeleteOutbox(seqs ...uint64) error {
 // OutboxDepth is the number of outbox entries, kept in memory (counted on
 // Open): cheap enough for a metric scraped at any rate.
 func (s *Store) OutboxDepth() int { return int(s.depth.Load()) }
+
+// OutboxAdded is the outbox's sequence: how many events were ever added to
+// it (a restore that empties the outbox may start it again). Two readings
+// that differ say events were added in between.
+func (s *Store) OutboxAdded() (uint64, error) {
+	var n uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketOutbox).Sequence()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read state file %s: %w", s.path, err)
+	}
+	return n, nil
+}
