@@ -71,6 +71,61 @@ type keeper struct {
 	// bound is the bucket's creation time (server clock) when it was
 	// bound (the lease bucket's, set by Bucket): New starts from it.
 	bound time.Time
+	// statuses are the handle's reads of the bucket's status, shared.
+	statuses statuses
+}
+
+// statuses shares a bucket's status among the callers that ask while a
+// read is under way: they wait for the next read, which begins after each
+// of them asked, so that it says what the bucket was when they asked or
+// later, as a read of their own would (Lease.hold reads the status after
+// its write to tell a bucket created again). After a member of a fleet
+// died, the hundreds of leases acquired at once each read it: a stream
+// info request each before, a few in all now.
+type statuses struct {
+	mu      sync.Mutex
+	next    *statusRead // the read the callers asking now wait for; nil: none yet
+	reading sync.Mutex  // one read at a time
+}
+
+type statusRead struct {
+	done chan struct{}
+	st   jetstream.KeyValueStatus
+	err  error
+}
+
+// statusTimeout bounds a shared read of a bucket's status (each caller's
+// context bounds its own wait).
+const statusTimeout = 5 * time.Second
+
+func (s *statuses) read(ctx context.Context, f func(context.Context) (jetstream.KeyValueStatus, error)) (jetstream.KeyValueStatus, error) {
+	s.mu.Lock()
+	r := s.next
+	if r == nil {
+		r = &statusRead{done: make(chan struct{})}
+		s.next = r
+		go s.run(r, f)
+	}
+	s.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.st, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// run makes the read r once the one under way (if any) is done.
+func (s *statuses) run(r *statusRead, f func(context.Context) (jetstream.KeyValueStatus, error)) {
+	s.reading.Lock()
+	defer s.reading.Unlock()
+	s.mu.Lock()
+	s.next = nil // who asks from now on waits for the next read: this one begins before they ask
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	r.st, r.err = f(ctx)
+	close(r.done)
 }
 
 // keyLevel says whether err is an answer about a key or an object (the
@@ -153,8 +208,12 @@ func (h healingKV) Watch(ctx context.Context, keys string, opts ...jetstream.Wat
 	return again(ctx, h.k, func() (jetstream.KeyWatcher, error) { return h.KeyValue.Watch(ctx, keys, opts...) })
 }
 
+// Status reads the bucket's status, shared with the other callers of the
+// handle that ask at the same time (statuses).
 func (h healingKV) Status(ctx context.Context) (jetstream.KeyValueStatus, error) {
-	return again(ctx, h.k, func() (jetstream.KeyValueStatus, error) { return h.KeyValue.Status(ctx) })
+	return h.k.statuses.read(ctx, func(ctx context.Context) (jetstream.KeyValueStatus, error) {
+		return again(ctx, h.k, func() (jetstream.KeyValueStatus, error) { return h.KeyValue.Status(ctx) })
+	})
 }
 
 // keyValue binds the bucket cfg names, creating it with cfg when missing
