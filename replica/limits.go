@@ -353,6 +353,10 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 		if g.found {
 			recs = r.merge(own, g, false)
 		}
+		if !l.Active() && g.found && g.v.Writer.File != me.File && !r.adds(own, g) {
+			r.sent()
+			return nil
+		}
 		err = r.putLimits(ctx, me, recs, g.rev)
 		if err == nil {
 			r.sent()
@@ -361,6 +365,34 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// adds says whether a standby's records (own: what it saved itself,
+// UnsentRecord) add anything to the group's g, written by another state
+// file's replica: merged into the group's, do they change it? A process
+// killed between the group's write and its next save leaves in its state
+// file what the group already has (sent); written again at its restart,
+// merged as the base (its level of hours ago, with all the refill since,
+// the bucket's cap ignored: MergeBudget), it would refund what the
+// group's active spent since, and the group's value would no longer be
+// the active's, whose later state a takeover takes over a checkpoint's
+// (applyGroupLimits). Called under limMu.
+func (r *Replica) adds(own map[string]json.RawMessage, g groupLimits) bool {
+	l := r.lease.Load()
+	base := r.shifted(g.v.Records, r.shiftOf(g.v.Writer, g.stamp, g.v.Written))
+	as := func(recs map[string]json.RawMessage) groupLimits {
+		return groupLimits{v: limitsValue{Writer: l.Writer(), Records: recs}, found: true}
+	}
+	same, with := r.merge(base, as(base), false), r.merge(base, as(own), false)
+	if len(with) != len(same) {
+		return true
+	}
+	for name, raw := range with {
+		if string(raw) != string(same[name]) {
+			return true
+		}
+	}
+	return false
 }
 
 // applyGroupLimits is the takeover's step before the tenure's first
