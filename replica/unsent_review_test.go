@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -128,5 +129,46 @@ func TestAKilledReplicasSentBudgetRefundsNoSpend(t *testing.T) {
 	}
 	if got := budgetNow(t, mine, at); got > want {
 		t.Errorf("after a's takeover from b its budget is %.0f calls, b's was %.0f: b's spend refunded (%s)", got, want-1, mine)
+	}
+}
+
+// TestHolderShownAfterDemotionAndTakeover: the state report's holder
+// (Status, Report) of an active replica is itself (noted from its lease,
+// not read); once another process holds the lease (taken by force: a's
+// demotion; a killed: b's takeover) every replica shows the new holder,
+// not the one it noted while it was active.
+func TestHolderShownAfterDemotionAndTakeover(t *testing.T) {
+	g := newGroup(t)
+	a := g.start("a", &pipeline{})
+	waitFor(t, "a active", a.working)
+	if h := a.rep.Status().Holder; h != "a" {
+		t.Errorf("the active a shows %q as the holder", h)
+	}
+	if rep := a.rep.Report(); rep.Holder != "a" || rep.Since.IsZero() {
+		t.Errorf("the active a's report: holder %q since %v", rep.Holder, rep.Since)
+	}
+	g.takenBy("x")
+	waitFor(t, "a demoted, showing x as the holder", func() bool {
+		rep := a.rep.Report()
+		return rep.Role == "standby" && rep.Holder == "x" && a.rep.Status().Holder == "x"
+	})
+	g.deleteLease()
+	waitFor(t, "a active again", a.working)
+	b := g.start("b", &pipeline{})
+	waitFor(t, "b mirroring under a", func() bool { return b.rep.Status().Mirroring && b.rep.Status().Holder == "a" })
+	a.kill()
+	waitFor(t, "b active", b.working)
+	waitFor(t, "b showing itself as the holder", func() bool { return b.rep.Status().Holder == "b" && b.rep.Report().Holder == "b" })
+}
+
+// deleteLease deletes the lease key (its holder gone: the next replica
+// to try takes it).
+func (g *group) deleteLease() {
+	kv, err := g.js.KeyValue(context.Background(), g.bucket+"_lease")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if err := kv.Delete(context.Background(), g.key); err != nil {
+		g.t.Fatal(err)
 	}
 }
