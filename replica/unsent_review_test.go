@@ -117,6 +117,9 @@ func TestAKilledReplicasSentBudgetRefundsNoSpend(t *testing.T) {
 		_, err := a2.store.LoadRecord(replica.UnsentRecord, &unsent)
 		return err == nil && len(unsent) == 0
 	})
+	if !strings.Contains(a2.logs.String(), "an earlier process on this state file kept") {
+		t.Fatalf("precondition: a's restart found no replica.unsent: %s", a2.logs.String())
+	}
 	if got := budgetNow(t, g.groupRecord(t, poller.BudgetRecord), at); got > want {
 		t.Errorf("after a's restart the group's budget is %.0f calls, b's own is %.0f: b's spend refunded (group's limits %s)", got, want-1, g.limits())
 	}
@@ -171,4 +174,106 @@ func (g *group) deleteLease() {
 	if err := kv.Delete(context.Background(), g.key); err != nil {
 		g.t.Fatal(err)
 	}
+}
+
+// liveSessions is the ends after now of every session a "sessions"
+// record counts (its writer's and the others').
+func liveSessions(t *testing.T, raw []byte, now time.Time) []time.Time {
+	t.Helper()
+	var r struct {
+		UnsureEnds []time.Time `json:"unsure_ends"`
+		Others     map[string]struct {
+			Ends []time.Time `json:"ends"`
+		} `json:"others"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("sessions record %s: %v", raw, err)
+	}
+	var live []time.Time
+	ends := r.UnsureEnds
+	for _, o := range r.Others {
+		ends = append(ends, o.Ends...)
+	}
+	for _, end := range ends {
+		if end.After(now) {
+			live = append(live, end)
+		}
+	}
+	return live
+}
+
+// TestAKilledReplicasSentSessionsAndWaitsGoNotBack: a, the active, was
+// told to wait an hour and opened a session, both written to the group,
+// then killed (its state file keeps replica.unsent: the sessions record).
+// b took over, was told to wait two hours and opened a session of its
+// own. a's restart on its file, and its takeover from b after, shorten no
+// wait and drop no session: the group, then a, holds both waits and
+// counts both sessions.
+func TestAKilledReplicasSentSessionsAndWaitsGoNotBack(t *testing.T) {
+	g := newGroup(t)
+	path := filepath.Join(t.TempDir(), "a.db")
+	a, frozen := g.startFrozen("a", path)
+	waitFor(t, "a active", a.working)
+	b := g.start("b", &pipeline{})
+	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+
+	now := time.Now()
+	recs := a.rep.Records(a.store)
+	if err := plenty.SaveWait(recs, plenty.Wait{Until: now.Add(time.Hour), Reason: plenty.WaitThrottled, Why: "429 told a", Measured: now, Announced: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	aEnd := now.Add(2 * time.Hour).UTC()
+	if err := recs.SaveRecord(plenty.SessionsRecord, map[string]any{"owner": "a-client", "unsure_ends": []time.Time{aEnd}, "limit": 3, "saved_at": now}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a's session in the group", func() bool { return strings.Contains(g.limits(), "a-client") })
+	frozen.dead.Store(true)
+	a.kill()
+	_ = a.store.Close()
+
+	waitFor(t, "b active", b.working)
+	bRecs := b.rep.Records(b.store)
+	if err := plenty.SaveWait(bRecs, plenty.Wait{Until: now.Add(2 * time.Hour), Reason: plenty.WaitThrottled, Why: "429 told b", Measured: now, Announced: 2 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	bEnd := now.Add(3 * time.Hour).UTC()
+	if err := bRecs.SaveRecord(plenty.SessionsRecord, map[string]any{"owner": "b-client", "unsure_ends": []time.Time{bEnd}, "limit": 3, "saved_at": time.Now(),
+		"others": map[string]any{"a-client": map[string]any{"ends": []time.Time{aEnd}, "saved_at": now}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's session in the group", func() bool { return strings.Contains(g.limits(), "b-client") })
+
+	check := func(when string, waits, sessions []byte) {
+		t.Helper()
+		for _, why := range []string{"429 told a", "429 told b"} {
+			if !strings.Contains(string(waits), why) {
+				t.Errorf("%s: the wait %q is gone: %s", when, why, waits)
+			}
+		}
+		if live := liveSessions(t, sessions, time.Now()); len(live) != 2 {
+			t.Errorf("%s: %d sessions counted (%v), want a's and b's: %s", when, len(live), live, sessions)
+		}
+	}
+	a2 := g.startOn("a", path, &pipeline{})
+	waitFor(t, "a mirroring again", func() bool { return a2.rep.Status().Mirroring })
+	waitFor(t, "a's state file without replica.unsent", func() bool {
+		var unsent map[string]json.RawMessage
+		_, err := a2.store.LoadRecord(replica.UnsentRecord, &unsent)
+		return err == nil && len(unsent) == 0
+	})
+	if !strings.Contains(a2.logs.String(), "an earlier process on this state file kept") {
+		t.Fatalf("precondition: a's restart found no replica.unsent: %s", a2.logs.String())
+	}
+	check("the group's limits after a's restart", g.groupRecord(t, plenty.WaitsRecord), g.groupRecord(t, plenty.SessionsRecord))
+
+	b.kill()
+	waitFor(t, "a active again", a2.working)
+	var waits, sessions json.RawMessage
+	if _, err := a2.store.LoadRecord(plenty.WaitsRecord, &waits); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a2.store.LoadRecord(plenty.SessionsRecord, &sessions); err != nil {
+		t.Fatal(err)
+	}
+	check("a's state file after its takeover from b", waits, sessions)
 }
