@@ -86,3 +86,61 @@ func TestProcessesKilledAfterTheirFirstCallAreChargedAndPaced(t *testing.T) {
 		}
 	}
 }
+
+// TestAKillInsideASteadySweepLosesItsCallOnly: a process killed after the
+// call of a steady sweep (one call), before the sweep's end, leaves the
+// budget as the sweep before it saved it: the restart misses that call
+// (fewer than saveEvery, 5) and is held only until the killed sweep's
+// start (its next sweep's time was not saved yet). Before the budget was
+// saved once per steady sweep, the sweep's first call saved it: nothing
+// lost and the restart held a gap after the killed sweep's start.
+func TestAKillInsideASteadySweepLosesItsCallOnly(t *testing.T) {
+	const interval = 30 * time.Second
+	e := newEnv(t, plentysim.Config{Limits: plentysim.Limits{LongLimit: smallLimit}}, poller.Config{})
+	e.sim.Generate(20, t0.Add(-2*time.Hour), t0.Add(-time.Minute))
+	rec := &budgetSaves{Records: e.store, calls: e.client.Calls}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sweeps, base, called := 0, int64(-1), false
+	var made int64
+	var callAt time.Time
+	calls := func() int64 {
+		n := e.client.Calls()
+		switch {
+		case base < 0 || ctx.Err() != nil:
+		case !called && n > base:
+			called, callAt = true, e.clk.Now()
+		case called:
+			rec.kill()
+			cancel()
+			made = n
+		}
+		return n
+	}
+	if err := e.poll.Run(ctx, poller.RunConfig{CallShare: 0.25, Interval: interval, Throttle: e.client.Throttle, Calls: calls, Records: rec,
+		OnSweep: func(poller.Stats, error) {
+			if sweeps++; sweeps == 3 {
+				base = e.client.Calls()
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if made == 0 {
+		t.Fatal("the process was not killed inside its fourth sweep")
+	}
+	saved, _, err := poller.LoadBudget(e.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted int64
+	for _, sp := range saved.Spent {
+		counted += sp.Calls
+	}
+	lost := made - counted
+	if lost < 0 || lost >= 5 {
+		t.Errorf("killed after %d calls, %d of them charged in the state file: %d lost, want fewer than saveEvery (5)", made, counted, lost)
+	}
+	t.Logf("killed inside a steady sweep: %d of %d calls lost; the restart is held until %v after the killed sweep's call (the interval is %v)",
+		lost, made, saved.Next.Sub(callAt), interval)
+}
