@@ -331,14 +331,22 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !l.Active() {
+	if l.Active() {
+		own = r.withUnsent(own)
+	} else {
 		// A standby's records are the group's checkpoint's: only what it
-		// learned itself is its to add.
+		// learned itself is its to add, as it saved it (merged into none,
+		// a sessions record would name no client: merged with another
+		// such, the other's sessions are dropped, plenty.MergeSessions).
 		own = map[string]json.RawMessage{}
-	}
-	own = r.withUnsent(own)
-	if !l.Active() && len(own) == 0 {
-		return nil
+		for _, name := range r.cfg.Limits {
+			if raw, ok := r.unsent[name]; ok {
+				own[name] = raw
+			}
+		}
+		if len(own) == 0 {
+			return nil
+		}
 	}
 	me := l.Writer()
 	for try := 0; ; try++ {

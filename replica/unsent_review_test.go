@@ -277,3 +277,64 @@ func TestAKilledReplicasSentSessionsAndWaitsGoNotBack(t *testing.T) {
 	}
 	check("a's state file after its takeover from b", waits, sessions)
 }
+
+// TestARestartedStandbysUnsentSessionsKeepTheGroups: a, the active,
+// opened a session (written to the group), then a second one whose write
+// to the group failed, and was killed: its state file keeps the sessions
+// record (replica.unsent) the group lacks. b took over (the group's
+// record of a's first session in its tenure's first checkpoint) and
+// opened a session of its own. a's restart writes its record to the group
+// (from the standby), and a takes over from b: it counts all three
+// sessions, a's two and b's, none dropped.
+func TestARestartedStandbysUnsentSessionsKeepTheGroups(t *testing.T) {
+	g := newGroup(t)
+	path := filepath.Join(t.TempDir(), "a.db")
+	bk, kv := g.faultyBuckets()
+	g.configure = func(n string, c *replica.Config) {
+		if n == "a" {
+			c.Buckets = bk
+		}
+	}
+	a := g.startOn("a", path, &pipeline{})
+	g.configure = nil
+	waitFor(t, "a active", a.working)
+	b := g.start("b", &pipeline{})
+	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+
+	now := time.Now()
+	e1, e2, e3 := now.Add(time.Hour).UTC(), now.Add(2*time.Hour).UTC(), now.Add(3*time.Hour).UTC()
+	recs := a.rep.Records(a.store)
+	if err := recs.SaveRecord(plenty.SessionsRecord, map[string]any{"owner": "a-client", "unsure_ends": []time.Time{e1}, "limit": 3, "saved_at": now}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a's first session in the group", func() bool { return strings.Contains(g.limits(), "a-client") })
+	kv.failWrites.Store(1 << 20)
+	if err := recs.SaveRecord(plenty.SessionsRecord, map[string]any{"owner": "a-client", "unsure_ends": []time.Time{e1, e2}, "limit": 3, "saved_at": now.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	a.ckpt.fail.Store(true) // dies as in a crash: no last checkpoint (its buckets are on a connection that stays)
+	a.kill()
+	_ = a.store.Close()
+
+	waitFor(t, "b active", b.working)
+	if err := b.rep.Records(b.store).SaveRecord(plenty.SessionsRecord, map[string]any{"owner": "b-client", "unsure_ends": []time.Time{e3}, "limit": 3, "saved_at": time.Now(),
+		"others": map[string]any{"a-client": map[string]any{"ends": []time.Time{e1}, "saved_at": now}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's session in the group", func() bool { return strings.Contains(g.limits(), "b-client") })
+
+	a2 := g.startOn("a", path, &pipeline{})
+	waitFor(t, "a's second session in the group, written by the standby", func() bool {
+		s := g.groupRecord(t, plenty.SessionsRecord)
+		return s != nil && len(liveSessions(t, s, time.Now())) == 3
+	})
+	b.kill()
+	waitFor(t, "a active again", a2.working)
+	var sessions json.RawMessage
+	if _, err := a2.store.LoadRecord(plenty.SessionsRecord, &sessions); err != nil {
+		t.Fatal(err)
+	}
+	if live := liveSessions(t, sessions, time.Now()); len(live) != 3 {
+		t.Errorf("after its takeover a counts %d sessions (%v), want a's two and b's: %s", len(live), live, sessions)
+	}
+}
