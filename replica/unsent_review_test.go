@@ -67,6 +67,45 @@ func budgetNow(t *testing.T, raw []byte, now time.Time) float64 {
 	return level
 }
 
+// killedAfterSent is a group whose active a saved records (save, through
+// Records) and wrote them to the group (marker in the group's limits),
+// then was killed (kill -9: its state file keeps replica.unsent, which the
+// group has), and whose standby b took over: b, and a's state file.
+func killedAfterSent(t *testing.T, save func(recs replica.RecordStore), marker string) (g *group, b *member, path string) {
+	t.Helper()
+	g = newGroup(t)
+	path = filepath.Join(t.TempDir(), "a.db")
+	a, frozen := g.startFrozen("a", path)
+	waitFor(t, "a active", a.working)
+	b = g.start("b", &pipeline{})
+	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+	save(a.rep.Records(a.store))
+	waitFor(t, "a's records in the group", func() bool { return strings.Contains(g.limits(), marker) })
+	frozen.dead.Store(true)
+	a.kill()
+	_ = a.store.Close()
+	waitFor(t, "b active", b.working)
+	return g, b, path
+}
+
+// restartStandby starts a again on its state file at path and waits until
+// it mirrors and its limits' writer has handled replica.unsent.
+func (g *group) restartStandby(path string) *member {
+	t := g.t
+	t.Helper()
+	a := g.startOn("a", path, &pipeline{})
+	waitFor(t, "a mirroring again", func() bool { return a.rep.Status().Mirroring })
+	waitFor(t, "a's state file without replica.unsent", func() bool {
+		var unsent map[string]json.RawMessage
+		_, err := a.store.LoadRecord(replica.UnsentRecord, &unsent)
+		return err == nil && len(unsent) == 0
+	})
+	if !strings.Contains(a.logs.String(), "an earlier process on this state file kept") {
+		t.Log("a's restart found no replica.unsent (cleared at the group's write: nothing stale to merge)")
+	}
+	return a
+}
+
 // TestAKilledReplicasSentBudgetRefundsNoSpend: a, the active, saved its
 // budget (full, 100 calls) and wrote it to the group, then was killed
 // (kill -9: its state file keeps replica.unsent, which the group already
@@ -77,28 +116,18 @@ func budgetNow(t *testing.T, raw []byte, now time.Time) float64 {
 // b's: a's old record merged as the base (its level five hours ago with
 // all of that refill, the cap ignored) refunds b's burst.
 func TestAKilledReplicasSentBudgetRefundsNoSpend(t *testing.T) {
-	g := newGroup(t)
-	path := filepath.Join(t.TempDir(), "a.db")
-	a, frozen := g.startFrozen("a", path)
-	waitFor(t, "a active", a.working)
-	b := g.start("b", &pipeline{})
-	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
-
 	const daily = 166000
 	capacity := 0.25 * daily / 24
 	now := time.Now()
 	before := now.Add(-5 * time.Hour)
 	aState := poller.BudgetState{Level: capacity, At: before, Limit: daily, Costs: []int{1, 1, 1}, Mean: 1, Cycles: 3,
 		Spent: map[string]poller.Spend{"a-tenure": {Calls: 100, At: before}}}
-	if err := a.rep.Records(a.store).SaveRecord(poller.BudgetRecord, aState); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "a's budget in the group", func() bool { return strings.Contains(g.limits(), "a-tenure") })
-	frozen.dead.Store(true)
-	a.kill()
-	_ = a.store.Close()
+	g, b, path := killedAfterSent(t, func(recs replica.RecordStore) {
+		if err := recs.SaveRecord(poller.BudgetRecord, aState); err != nil {
+			t.Fatal(err)
+		}
+	}, "a-tenure")
 
-	waitFor(t, "b active", b.working)
 	burst := now.Add(-time.Hour)
 	bState := poller.BudgetState{Level: capacity - 3000, At: burst, Limit: daily, Costs: []int{1, 1, 1}, Mean: 1, Cycles: 3,
 		Spent: map[string]poller.Spend{"a-tenure": {Calls: 100, At: before}, "b-tenure": {Calls: 3000, At: burst}}}
@@ -110,16 +139,7 @@ func TestAKilledReplicasSentBudgetRefundsNoSpend(t *testing.T) {
 	at := time.Now()
 	want := budgetNow(t, truth, at) + 1
 
-	a2 := g.startOn("a", path, &pipeline{})
-	waitFor(t, "a mirroring again", func() bool { return a2.rep.Status().Mirroring })
-	waitFor(t, "a's state file without replica.unsent", func() bool {
-		var unsent map[string]json.RawMessage
-		_, err := a2.store.LoadRecord(replica.UnsentRecord, &unsent)
-		return err == nil && len(unsent) == 0
-	})
-	if !strings.Contains(a2.logs.String(), "an earlier process on this state file kept") {
-		t.Log("a's restart found no replica.unsent (cleared at the group's write: nothing stale to merge)")
-	}
+	a2 := g.restartStandby(path)
 	if got := budgetNow(t, g.groupRecord(t, poller.BudgetRecord), at); got > want {
 		t.Errorf("after a's restart the group's budget is %.0f calls, b's own is %.0f: b's spend refunded (group's limits %s)", got, want-1, g.limits())
 	}
@@ -210,28 +230,17 @@ func liveSessions(t *testing.T, raw []byte, now time.Time) []time.Time {
 // wait and drop no session: the group, then a, holds both waits and
 // counts both sessions.
 func TestAKilledReplicasSentSessionsAndWaitsGoNotBack(t *testing.T) {
-	g := newGroup(t)
-	path := filepath.Join(t.TempDir(), "a.db")
-	a, frozen := g.startFrozen("a", path)
-	waitFor(t, "a active", a.working)
-	b := g.start("b", &pipeline{})
-	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
-
 	now := time.Now()
-	recs := a.rep.Records(a.store)
-	if err := plenty.SaveWait(recs, plenty.Wait{Until: now.Add(time.Hour), Reason: plenty.WaitThrottled, Why: "429 told a", Measured: now, Announced: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
 	aEnd := now.Add(2 * time.Hour).UTC()
-	if err := recs.SaveRecord(plenty.SessionsRecord, map[string]any{"owner": "a-client", "unsure_ends": []time.Time{aEnd}, "limit": 3, "saved_at": now}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "a's session in the group", func() bool { return strings.Contains(g.limits(), "a-client") })
-	frozen.dead.Store(true)
-	a.kill()
-	_ = a.store.Close()
+	g, b, path := killedAfterSent(t, func(recs replica.RecordStore) {
+		if err := plenty.SaveWait(recs, plenty.Wait{Until: now.Add(time.Hour), Reason: plenty.WaitThrottled, Why: "429 told a", Measured: now, Announced: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if err := recs.SaveRecord(plenty.SessionsRecord, map[string]any{"owner": "a-client", "unsure_ends": []time.Time{aEnd}, "limit": 3, "saved_at": now}); err != nil {
+			t.Fatal(err)
+		}
+	}, "a-client")
 
-	waitFor(t, "b active", b.working)
 	bRecs := b.rep.Records(b.store)
 	if err := plenty.SaveWait(bRecs, plenty.Wait{Until: now.Add(2 * time.Hour), Reason: plenty.WaitThrottled, Why: "429 told b", Measured: now, Announced: 2 * time.Hour}); err != nil {
 		t.Fatal(err)
@@ -254,16 +263,7 @@ func TestAKilledReplicasSentSessionsAndWaitsGoNotBack(t *testing.T) {
 			t.Errorf("%s: %d sessions counted (%v), want a's and b's: %s", when, len(live), live, sessions)
 		}
 	}
-	a2 := g.startOn("a", path, &pipeline{})
-	waitFor(t, "a mirroring again", func() bool { return a2.rep.Status().Mirroring })
-	waitFor(t, "a's state file without replica.unsent", func() bool {
-		var unsent map[string]json.RawMessage
-		_, err := a2.store.LoadRecord(replica.UnsentRecord, &unsent)
-		return err == nil && len(unsent) == 0
-	})
-	if !strings.Contains(a2.logs.String(), "an earlier process on this state file kept") {
-		t.Log("a's restart found no replica.unsent (cleared at the group's write: nothing stale to merge)")
-	}
+	a2 := g.restartStandby(path)
 	check("the group's limits after a's restart", g.groupRecord(t, plenty.WaitsRecord), g.groupRecord(t, plenty.SessionsRecord))
 
 	b.kill()
