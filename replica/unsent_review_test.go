@@ -338,3 +338,44 @@ func TestARestartedStandbysUnsentSessionsKeepTheGroups(t *testing.T) {
 		t.Errorf("after its takeover a counts %d sessions (%v), want a's two and b's: %s", len(live), live, sessions)
 	}
 }
+
+// TestADemotionClearsWhatTheGroupHas: the active's save written to the
+// group stays in its state file's replica.unsent until the next save; a
+// demotion clears it (a kill right after it leaves nothing stale), while
+// a save the group lacks (its write failed) is kept through the
+// demotion.
+func TestADemotionClearsWhatTheGroupHas(t *testing.T) {
+	unsent := func(m *member) map[string]json.RawMessage {
+		var u map[string]json.RawMessage
+		if _, err := m.store.LoadRecord(replica.UnsentRecord, &u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	for _, fails := range []bool{false, true} {
+		g := newGroup(t)
+		bk, kv := g.faultyBuckets()
+		g.configure = func(_ string, c *replica.Config) { c.Buckets = bk }
+		a := g.start("a", &pipeline{})
+		waitFor(t, "a active", a.working)
+		if fails {
+			kv.failWrites.Store(1 << 20)
+		}
+		now := time.Now()
+		if err := a.rep.Records(a.store).SaveRecord(poller.BudgetRecord, poller.BudgetState{Level: 10, At: now, Limit: 166000,
+			Spent: map[string]poller.Spend{"a-tenure": {Calls: 7, At: now}}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := unsent(a); len(got) != 1 {
+			t.Fatalf("after the save (write fails: %v) replica.unsent holds %v, want the budget", fails, got)
+		}
+		g.takenBy("x")
+		waitFor(t, "a demoted", a.demotedToStandby)
+		switch got := unsent(a); {
+		case fails && len(got) != 1:
+			t.Errorf("a's save the group lacks is gone from replica.unsent after its demotion: %v", got)
+		case !fails && len(got) != 0:
+			t.Errorf("a's save the group has is still in replica.unsent after its demotion: %v", got)
+		}
+	}
+}
