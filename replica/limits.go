@@ -331,7 +331,11 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if l.Active() {
+	// Until its takeover merged the group's limits (tenured), a replica
+	// holding the lease is a standby here: its file's records may be hours
+	// old (a restart waiting for its turn, Config.Takeovers).
+	active := l.Active() && r.tenured.Load()
+	if active {
 		own = r.withUnsent(own)
 	} else {
 		// A standby's records are the group's checkpoint's: only what it
@@ -361,7 +365,7 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 		if g.found {
 			recs = r.merge(own, g, false)
 		}
-		if !l.Active() && g.found && g.v.Writer.File != me.File && !r.adds(own, g) {
+		if !active && g.found && g.v.Writer.File != me.File && !r.adds(own, g) {
 			r.sent()
 			return nil
 		}
@@ -446,6 +450,7 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 	if err := r.saveLimits(merged); err != nil {
 		return err
 	}
+	r.tenured.Store(true)
 	// Written back by the limits' writer, not before the first call: the
 	// merge took the group's value, so the group lacks only what this
 	// file had not written yet (UnsentRecord, kept until that write).

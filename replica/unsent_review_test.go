@@ -379,3 +379,66 @@ func TestADemotionClearsWhatTheGroupHas(t *testing.T) {
 		}
 	}
 }
+
+// TestARestartTakingAFreeLeaseRefundsNoSpend: as in
+// TestAKilledReplicasSentBudgetRefundsNoSpend, but b is killed too, after
+// a checkpoint of its burst, and a starts again on its file with the lease
+// free: it holds the lease at once and waits for its turn to take over
+// (Config.Takeovers), while its limits' writer handles replica.unsent
+// (its first tries failed: NATS slow to answer at the start). The
+// writer must not write a's file's records of five hours ago to the group
+// as the active's before the takeover restored the group's: the group's
+// budget, and a's once working, is b's, not one with b's burst refunded.
+func TestARestartTakingAFreeLeaseRefundsNoSpend(t *testing.T) {
+	const daily = 166000
+	capacity := 0.25 * daily / 24
+	now := time.Now()
+	before, burst := now.Add(-5*time.Hour), now.Add(-time.Hour)
+	g, b, path := killedAfterSent(t, func(recs replica.RecordStore) {
+		if err := recs.SaveRecord(poller.BudgetRecord, poller.BudgetState{Level: capacity, At: before, Limit: daily,
+			Spent: map[string]poller.Spend{"a-tenure": {Calls: 100, At: before}}}); err != nil {
+			t.Fatal(err)
+		}
+	}, "a-tenure")
+	bState := poller.BudgetState{Level: capacity - 3000, At: burst, Limit: daily,
+		Spent: map[string]poller.Spend{"a-tenure": {Calls: 100, At: before}, "b-tenure": {Calls: 3000, At: burst}}}
+	if err := b.rep.Records(b.store).SaveRecord(poller.BudgetRecord, bState); err != nil {
+		t.Fatal(err)
+	}
+	b.rep.Swept()
+	waitFor(t, "b's checkpoint of its burst", func() bool {
+		cp, ok := g.checkpoint()
+		return ok && cp.Instance == "b" && strings.Contains(string(cp.State), "b-tenure")
+	})
+	b.kill()
+	waitFor(t, "the lease free", g.leaseFree)
+	truth, _ := json.Marshal(bState)
+
+	turn := make(chan struct{}, 1)
+	turn <- struct{}{} // another shop's takeover has the only turn
+	bk, kv := g.faultyBuckets()
+	kv.failReads.Store(true) // the writer's first tries fail: it writes once a holds the lease
+	g.configure = func(_ string, c *replica.Config) { c.Takeovers, c.Buckets = turn, bk }
+	a2 := g.startOn("a", path, &pipeline{})
+	g.configure = nil
+	waitFor(t, "a holding the lease", a2.rep.Active)
+	kv.failReads.Store(false)
+	waitFor(t, "a's replica.unsent handled", func() bool {
+		var unsent map[string]json.RawMessage
+		_, err := a2.store.LoadRecord(replica.UnsentRecord, &unsent)
+		return a2.rep.Active() && err == nil && len(unsent) == 0
+	})
+	at := time.Now()
+	if got, want := budgetNow(t, g.groupRecord(t, poller.BudgetRecord), at), budgetNow(t, truth, at); got > want+1 {
+		t.Errorf("while a waits for its turn the group's budget is %.0f calls, b's was %.0f: a's file's records of hours ago written as the active's (%s)", got, want, g.limits())
+	}
+	<-turn
+	waitFor(t, "a working", a2.working)
+	var mine json.RawMessage
+	if found, err := a2.store.LoadRecord(poller.BudgetRecord, &mine); err != nil || !found {
+		t.Fatalf("a's budget after its takeover: %v %v", found, err)
+	}
+	if got, want := budgetNow(t, mine, at), budgetNow(t, truth, at); got > want+1 {
+		t.Errorf("a's budget once working is %.0f calls, b's was %.0f: b's spend refunded (%s; group's limits %s)", got, want, mine, g.limits())
+	}
+}
