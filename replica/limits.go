@@ -158,10 +158,10 @@ func (r *Replica) saveKept(s RecordStore, name string, v any) error {
 // writer): one write of the state file per save, not two (the clearing
 // write was a third of a fleet's state-file writes, docs/fleet.md). A
 // process killed in between leaves a record the group already has: its
-// restart or takeover merges it again, which adds nothing (it was saved
-// with the file's own record, and a merge only spends; the same as a kill
-// between the group's write and the clearing write before). Called under
-// limMu.
+// restart's writer (a standby until its takeover merged the group's
+// limits, tenured) clears it without writing when it adds nothing to the
+// group's value (adds): written back as the base of a merge, its level of
+// hours ago would refund what the group spent since. Called under limMu.
 func (r *Replica) sent() {
 	if r.unsent == nil {
 		return
