@@ -83,9 +83,11 @@ type runner struct {
 	seen       int64
 	progressed int
 	// opStart: the sweep under way began. unsaved calls went out since
-	// the budget was last saved, the first of them at unsavedSince.
+	// the budget was last saved, the first of them at unsavedSince; saved:
+	// this Run saved it once.
 	opStart, unsavedSince time.Time
 	unsaved               int
+	saved                 bool
 	watermark             time.Time // after the last sweep
 }
 
@@ -93,7 +95,9 @@ type runner struct {
 // while one made over a second before is unsaved): the budget is saved
 // when the saveEvery-th goes out, or a call goes out a second or more
 // after the first unsaved one, and at the end of every sweep. A sweep of
-// one call (the steady state) is saved once, at its end.
+// one call (the steady state) is saved once, at its end; a process's first
+// call is saved at once (with the next sweep's time): processes killed
+// each after a call or two (a crash loop) are charged and held.
 const saveEvery = 5
 
 func (p *Poller) newRunner(ctx context.Context, rc RunConfig) *runner {
@@ -158,7 +162,7 @@ func (r *runner) onCall(newCalls int) {
 	if r.unsaved == 0 {
 		r.unsavedSince = now
 	}
-	if r.unsaved += n; r.unsaved < saveEvery && now.Sub(r.unsavedSince) < time.Second {
+	if r.unsaved += n; r.saved && r.unsaved < saveEvery && now.Sub(r.unsavedSince) < time.Second {
 		return
 	}
 	// The next sweep's time as if the sweep ended now: a successor is
@@ -192,7 +196,7 @@ func (r *runner) saveAfter(start time.Time) {
 
 // save hands the budget's state to OnBudget (which saves it first).
 func (r *runner) save() {
-	r.unsaved = 0
+	r.unsaved, r.saved = 0, true
 	if r.rc.OnBudget != nil {
 		r.rc.OnBudget(r.rc.Budget.Snapshot())
 	}

@@ -158,10 +158,10 @@ func (r *Replica) saveKept(s RecordStore, name string, v any) error {
 // writer): one write of the state file per save, not two (the clearing
 // write was a third of a fleet's state-file writes, docs/fleet.md). A
 // process killed in between leaves a record the group already has: its
-// restart or takeover merges it again, which adds nothing (it was saved
-// with the file's own record, and a merge only spends; the same as a kill
-// between the group's write and the clearing write before). Called under
-// limMu.
+// restart's writer (a standby until its takeover merged the group's
+// limits, tenured) clears it without writing when it adds nothing to the
+// group's value (adds): written back as the base of a merge, its level of
+// hours ago would refund what the group spent since. Called under limMu.
 func (r *Replica) sent() {
 	if r.unsent == nil {
 		return
@@ -331,14 +331,26 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !l.Active() {
+	// Until its takeover merged the group's limits (tenured), a replica
+	// holding the lease is a standby here: its file's records may be hours
+	// old (a restart waiting for its turn, Config.Takeovers).
+	active := l.Active() && r.tenured.Load()
+	if active {
+		own = r.withUnsent(own)
+	} else {
 		// A standby's records are the group's checkpoint's: only what it
-		// learned itself is its to add.
+		// learned itself is its to add, as it saved it (merged into none,
+		// a sessions record would name no client: merged with another
+		// such, the other's sessions are dropped, plenty.MergeSessions).
 		own = map[string]json.RawMessage{}
-	}
-	own = r.withUnsent(own)
-	if !l.Active() && len(own) == 0 {
-		return nil
+		for _, name := range r.cfg.Limits {
+			if raw, ok := r.unsent[name]; ok {
+				own[name] = raw
+			}
+		}
+		if len(own) == 0 {
+			return nil
+		}
 	}
 	me := l.Writer()
 	for try := 0; ; try++ {
@@ -353,6 +365,10 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 		if g.found {
 			recs = r.merge(own, g, false)
 		}
+		if !active && g.found && g.v.Writer.File != me.File && !r.adds(own, g) {
+			r.sent()
+			return nil
+		}
 		err = r.putLimits(ctx, me, recs, g.rev)
 		if err == nil {
 			r.sent()
@@ -361,6 +377,34 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// adds says whether a standby's records (own: what it saved itself,
+// UnsentRecord) add anything to the group's g, written by another state
+// file's replica: merged into the group's, do they change it? A process
+// killed between the group's write and its next save leaves in its state
+// file what the group already has (sent); written again at its restart,
+// merged as the base (its level of hours ago, with all the refill since,
+// the bucket's cap ignored: MergeBudget), it would refund what the
+// group's active spent since, and the group's value would no longer be
+// the active's, whose later state a takeover takes over a checkpoint's
+// (applyGroupLimits). Called under limMu.
+func (r *Replica) adds(own map[string]json.RawMessage, g groupLimits) bool {
+	l := r.lease.Load()
+	base := r.shifted(g.v.Records, r.shiftOf(g.v.Writer, g.stamp, g.v.Written))
+	as := func(recs map[string]json.RawMessage) groupLimits {
+		return groupLimits{v: limitsValue{Writer: l.Writer(), Records: recs}, found: true}
+	}
+	same, with := r.merge(base, as(base), false), r.merge(base, as(own), false)
+	if len(with) != len(same) {
+		return true
+	}
+	for name, raw := range with {
+		if string(raw) != string(same[name]) {
+			return true
+		}
+	}
+	return false
 }
 
 // applyGroupLimits is the takeover's step before the tenure's first
@@ -406,6 +450,7 @@ func (r *Replica) applyGroupLimits(ctx context.Context, restored *lease.Checkpoi
 	if err := r.saveLimits(merged); err != nil {
 		return err
 	}
+	r.tenured.Store(true)
 	// Written back by the limits' writer, not before the first call: the
 	// merge took the group's value, so the group lacks only what this
 	// file had not written yet (UnsentRecord, kept until that write).

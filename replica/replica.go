@@ -177,6 +177,10 @@ type Replica struct {
 	sentFiled   bool                       // under limMu: the state file's UnsentRecord holds only what the group has (sent, clearSent)
 	absorbers   sync.Map                   // record name → the Absorber last saved through Records
 	limitsQuiet atomic.Int64
+	// tenured: the takeover merged the group's limits into the state file
+	// (applyGroupLimits) and no demotion came since: its records are the
+	// active's to write (writeLimits).
+	tenured atomic.Bool
 	// clockRead says that the takeover in progress read the server's
 	// clock (prefetchClock), taken by applyGroupLimits.
 	clockRead atomic.Bool

@@ -114,6 +114,7 @@ func (r *Replica) promote(ctx context.Context, p Pipeline, ro *role) {
 // demote stops the pipeline's loops of a replica that lost the lease and
 // runs the mirror once its state file is rewound to the group's checkpoint.
 func (r *Replica) demote(ctx context.Context, ro *role) {
+	r.tenured.Store(false)
 	if ro.stopWork != nil {
 		r.log.Warn("not the active replica any more: the sweep and publish loops stop")
 		r.working.Store(false)
