@@ -141,7 +141,6 @@ func (r *Replica) saveKept(s RecordStore, name string, v any) error {
 		r.unsent = map[string]json.RawMessage{}
 	}
 	r.unsent[name] = raw
-	r.sentFiled = false
 	if both, ok := s.(recordsSaver); ok {
 		return both.SaveRecords(state.Record{Name: name, Value: v}, state.Record{Name: UnsentRecord, Value: r.unsent})
 	}
@@ -151,38 +150,19 @@ func (r *Replica) saveKept(s RecordStore, name string, v any) error {
 	return s.SaveRecord(name, v)
 }
 
-// sent forgets what a write of the group's limits now holds. The state
-// file's record of it (UnsentRecord) is rewritten by the next save
-// (saveKept), which follows within a sweep's interval while the replica is
-// active, or cleared by clearSent (a demotion, the stop, the limits'
-// writer): one write of the state file per save, not two (the clearing
-// write was a third of a fleet's state-file writes, docs/fleet.md). A
-// process killed in between leaves a record the group already has: its
-// restart's writer (a standby until its takeover merged the group's
-// limits, tenured) clears it without writing when it adds nothing to the
-// group's value (adds): written back as the base of a merge, its level of
-// hours ago would refund what the group spent since. Called under limMu.
+// sent forgets what a write of the group's limits now holds, in memory
+// and in the state file. (Left for the next save to rewrite, the record
+// outlived a kill: written back at the restart as the base of a merge, its
+// level of hours ago refunded what the group spent since; see adds.)
+// Called under limMu.
 func (r *Replica) sent() {
 	if r.unsent == nil {
 		return
 	}
 	r.unsent = nil
-	r.sentFiled = true
-}
-
-// clearSent clears the state file's record of limits the group has
-// already (sent).
-func (r *Replica) clearSent() {
-	r.limMu.Lock()
-	defer r.limMu.Unlock()
-	if !r.sentFiled {
-		return
-	}
 	if err := r.cfg.Store.SaveRecord(UnsentRecord, nil); err != nil {
 		r.log.Warn("the state file's record of the limits not yet written to the group could not be cleared", "err", err)
-		return
 	}
-	r.sentFiled = false
 }
 
 // loadUnsent reads what an earlier process on this state file saved
@@ -306,7 +286,6 @@ func (r *Replica) startLimits(ctx context.Context) (stop func()) {
 				cancel()
 				if err == nil {
 					r.limitsQuiet.Store(0)
-					r.clearSent()
 					break
 				}
 				select {
@@ -382,8 +361,9 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 // adds says whether a standby's records (own: what it saved itself,
 // UnsentRecord) add anything to the group's g, written by another state
 // file's replica: merged into the group's, do they change it? A process
-// killed between the group's write and its next save leaves in its state
-// file what the group already has (sent); written again at its restart,
+// killed between the group's write and the clearing of its record (sent)
+// leaves in its state file what the group already has; written again at
+// its restart,
 // merged as the base (its level of hours ago, with all the refill since,
 // the bucket's cap ignored: MergeBudget), it would refund what the
 // group's active spent since, and the group's value would no longer be

@@ -174,7 +174,6 @@ type Replica struct {
 	// just failed).
 	limMu       sync.Mutex
 	unsent      map[string]json.RawMessage // under limMu: records saved through Records and not yet in the group's limits (UnsentRecord)
-	sentFiled   bool                       // under limMu: the state file's UnsentRecord holds only what the group has (sent, clearSent)
 	absorbers   sync.Map                   // record name → the Absorber last saved through Records
 	limitsQuiet atomic.Int64
 	// tenured: the takeover merged the group's limits into the state file

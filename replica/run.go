@@ -70,7 +70,6 @@ func (r *Replica) Run(ctx context.Context, p Pipeline) (stopAt time.Time, left i
 			r.log.Warn("the group's last limits were not written; the standby starts from the ones before", "err", err)
 		}
 		cancel()
-		r.clearSent()
 		if left == 0 {
 			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if _, err := r.mirror.Committed(cctx, l); err != nil {
@@ -126,7 +125,6 @@ func (r *Replica) demote(ctx context.Context, ro *role) {
 		// a demotion must undo.
 		r.setFenced(true)
 		ro.stopLimits()
-		r.clearSent()
 		ro.stopWork = nil
 		// Its outbox and watermark may be ahead of the group: kept while
 		// nobody else holds the lease (NATS unreachable: a single replica

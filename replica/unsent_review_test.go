@@ -339,12 +339,11 @@ func TestARestartedStandbysUnsentSessionsKeepTheGroups(t *testing.T) {
 	}
 }
 
-// TestADemotionClearsWhatTheGroupHas: the active's save written to the
-// group stays in its state file's replica.unsent until the next save; a
-// demotion clears it (a kill right after it leaves nothing stale), while
-// a save the group lacks (its write failed) is kept through the
-// demotion.
-func TestADemotionClearsWhatTheGroupHas(t *testing.T) {
+// TestReplicaUnsentKeepsOnlyWhatTheGroupLacks: the active's save written
+// to the group leaves nothing in its state file's replica.unsent (a kill
+// right after it leaves nothing stale), while a save the group lacks (its
+// write failed) is kept, through a demotion too.
+func TestReplicaUnsentKeepsOnlyWhatTheGroupLacks(t *testing.T) {
 	unsent := func(m *member) map[string]json.RawMessage {
 		var u map[string]json.RawMessage
 		if _, err := m.store.LoadRecord(replica.UnsentRecord, &u); err != nil {
@@ -366,8 +365,8 @@ func TestADemotionClearsWhatTheGroupHas(t *testing.T) {
 			Spent: map[string]poller.Spend{"a-tenure": {Calls: 7, At: now}}}); err != nil {
 			t.Fatal(err)
 		}
-		if got := unsent(a); len(got) != 1 {
-			t.Fatalf("after the save (write fails: %v) replica.unsent holds %v, want the budget", fails, got)
+		if got := unsent(a); (len(got) == 1) != fails {
+			t.Fatalf("after the save (write fails: %v) replica.unsent holds %v; want the budget only when the group's write failed", fails, got)
 		}
 		g.takenBy("x")
 		waitFor(t, "a demoted", a.demotedToStandby)
