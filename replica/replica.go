@@ -577,7 +577,9 @@ func (r *Replica) noteHolder(ctx context.Context) {
 		return
 	}
 	if l.Active() {
-		r.holder.Store(l.Value())
+		v := l.Value()
+		v.Since = v.Since.UTC() // as the key holds it
+		r.holder.Store(v)
 		return
 	}
 	hctx, cancel := context.WithTimeout(ctx, time.Second)
