@@ -114,6 +114,36 @@ func NewHost(hc HostConfig) (_ *Host, err error) {
 // Conn is the process's NATS connection.
 func (h *Host) Conn() *nats.Conn { return h.nc }
 
+// yieldMax bounds how long a pipeline's next sweep gives way to the
+// process's takeovers (yield).
+const yieldMax = 3 * time.Second
+
+// yield holds a pipeline's next sweep (poller.Config.Yield) while the
+// process restores shops it just took over, yieldMax at most: after a
+// fleet's member died, hundreds of them at once, and on a loaded machine
+// the steady sweeps of the shops the process runs took most of the CPU
+// their restores needed (docs/fleet.md, "Takeover under load"). A shop's
+// first sweep after its takeover is not held; a steady shop's next one
+// comes up to yieldMax later.
+func (h *Host) yield(ctx context.Context) {
+	if len(h.takeovers) == 0 {
+		return
+	}
+	end := time.NewTimer(yieldMax)
+	defer end.Stop()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for len(h.takeovers) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end.C:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // LeaseConn is the connection of the leases of the buckets bound by
 // BindBuckets (their renewals, the watch of the lease bucket) and of a
 // fleet's announcements: one of their own, opened by BindBuckets, unless

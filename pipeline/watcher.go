@@ -327,6 +327,7 @@ func (w *Watcher) newWorkers() error {
 		OnBaseline:  w.onBaseline,
 		OnProgress:  w.onProgress,
 		OnClockJump: func(jump time.Duration, decision string) { w.metrics.clockJump(jump, decision) },
+		Yield:       w.host.yield,
 		Logger:      w.log.With("component", "poller"),
 	})
 	if err != nil {

@@ -159,3 +159,31 @@ func TestSteadySweepSavesTheBudgetOnce(t *testing.T) {
 		t.Fatalf("%d steady sweeps checked; the test needs at least 5", checked)
 	}
 }
+
+// TestYieldHoldsEverySweepButTheFirst: Config.Yield (a fleet member's
+// takeovers going first) is asked before every sweep that follows
+// another, once its wait is over, never before the first (a shop's first
+// sweep after its takeover is not held).
+func TestYieldHoldsEverySweepButTheFirst(t *testing.T) {
+	var yields, sweeps int
+	e := newEnv(t, plentysim.Config{}, poller.Config{Yield: func(context.Context) { yields++ }})
+	e.sim.Generate(10, t0.Add(-2*24*time.Hour), t0.Add(-time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := e.poll.Run(ctx, poller.RunConfig{CallShare: 0.25, Throttle: e.client.Throttle, Calls: e.client.Calls,
+		OnSweep: func(poller.Stats, error) {
+			if sweeps++; yields != sweeps-1 {
+				t.Errorf("sweep %d ran after %d yields; want %d (one before each sweep but the first)", sweeps, yields, sweeps-1)
+			}
+			if sweeps == 4 {
+				cancel()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sweeps != 4 {
+		t.Fatalf("%d sweeps", sweeps)
+	}
+}

@@ -159,6 +159,11 @@ type Config struct {
 	// back (confirmed by changes below the watermark) and the watermark was
 	// rewound; jump is the move (negative: back).
 	OnClockJump func(jump time.Duration, decision string)
+	// Yield is called before every sweep after the first once its wait
+	// is over: it holds the sweep while the process has more urgent work
+	// (a fleet member's takeovers, pipeline.Host), a bounded time. Nil:
+	// no hold.
+	Yield func(ctx context.Context)
 
 	Logger *slog.Logger
 	Now    func() time.Time // local clock, only for durations

@@ -358,8 +358,11 @@ func (r *runner) finish(st Stats, err error) bool {
 	if rc.OnSweep != nil {
 		rc.OnSweep(st, err)
 	}
-	if wait := st.Start.Add(gap).Sub(p.cfg.Now()); wait > 0 {
-		return p.cfg.Sleep(r.ctx, wait) == nil
+	if wait := st.Start.Add(gap).Sub(p.cfg.Now()); wait > 0 && p.cfg.Sleep(r.ctx, wait) != nil {
+		return false
 	}
-	return true
+	if p.cfg.Yield != nil {
+		p.cfg.Yield(r.ctx)
+	}
+	return r.ctx.Err() == nil
 }
