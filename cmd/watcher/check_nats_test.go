@@ -2,12 +2,9 @@ package main
 
 import (
 	"bytes"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/orderwatch/orderwatch/plentysim"
 )
 
 // TestCheckNATSRefusedAnswersAtOnce: with nothing listening at
@@ -18,16 +15,7 @@ import (
 // to wait 10 s); that check tries once is proved without a clock by
 // publisher's TestConnectNoRetryAtStartFailsAtOnce.
 func TestCheckNATSRefusedAnswersAtOnce(t *testing.T) {
-	sim := plentysim.New(plentysim.Config{Seed: 1})
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-	setBase(t)
-	t.Setenv("WATCHER_PLENTY_URL", srv.URL)
-	t.Setenv("WATCHER_PLENTY_USERNAME", "demo")
-	t.Setenv("WATCHER_PLENTY_PASSWORD", "demo")
-	t.Setenv("WATCHER_STATE_PATH", "")
-	dead := closedAddr(t)
-	t.Setenv("WATCHER_NATS_URL", "nats://"+dead)
+	_, dead := noStateCheckEnv(t)
 	var out, errOut bytes.Buffer
 	start := time.Now()
 	code := run(t.Context(), []string{"check"}, &out, &errOut)
