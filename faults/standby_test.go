@@ -317,15 +317,16 @@ func (e *standbyEnv) quiesceGroup() {
 			last = ch.At
 		}
 	}
-	waitSweptPastAndDrained(e.t, "the active replica to sweep past the last change and empty its outbox, the standby to be ready", 90*time.Second, last, func() (string, string, bool) {
+	waitFor(e.t, "the active replica to sweep past the last change and empty its outbox, the standby to be ready", 90*time.Second, func() bool {
 		act := e.active()
 		if act == nil {
-			return "", "", false
+			return false
 		}
 		m := act.metrics()
+		wm := time.Unix(int64(metricValue(m, "orderwatch_watermark_timestamp_seconds")), 0)
 		code, _ := get("http://" + act.addr + "/readyz")
 		scode, _ := get("http://" + e.other(act).addr + "/readyz")
-		return m, act.addr, code == 200 && scode == 200
+		return code == 200 && scode == 200 && wm.After(last) && strings.Contains(m, "orderwatch_outbox_depth 0")
 	})
 }
 
