@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -76,17 +75,16 @@ func Check(ctx context.Context, cfg *Config, version string, w io.Writer) (passe
 		}
 	}
 
-	var natsErr atomic.Pointer[string] // why the last attempt to connect failed
+	// One pass over the servers, an answer now: `watcher run` is the one
+	// that waits for NATS (and retries for as long as it runs).
 	conn := cfg.NATS("orderwatch-check")
-	conn.OnConnectError = func(err error) { msg := err.Error(); natsErr.Store(&msg) }
+	conn.NoRetryAtStart = true
 	nc, err := publisher.Connect(conn)
 	if err == nil {
 		defer nc.Close()
-		if err = WaitConnected(ctx, nc.IsConnected, 10*time.Second); err != nil && natsErr.Load() != nil {
-			err = fmt.Errorf("%w: %s", err, *natsErr.Load())
-		}
 	}
-	report(err, "connected to NATS at "+publisher.RedactURL(cfg.NATSURL), "NATS at "+publisher.RedactURL(cfg.NATSURL))
+	failText, err := natsConnectError(cfg.NATSURL, err)
+	report(err, "connected to NATS at "+publisher.RedactURL(cfg.NATSURL), failText)
 	if err == nil {
 		if cfg.Stream == "" {
 			fmt.Fprintln(stdout, "WARN WATCHER_STREAM is empty: core NATS mode, nothing kept (a subscriber that is not connected misses events; a connected one may see an event twice after a failed flush)")
@@ -253,6 +251,25 @@ func checkRunning(ctx context.Context, cfg *Config, stdout io.Writer, report fun
 		wm = rep.Watermark.Format(time.RFC3339)
 	}
 	report(nil, fmt.Sprintf("running watcher's state: watermark %s, %d orders tracked, outbox %d", wm, rep.OrdersTracked, rep.OutboxDepth), "")
+}
+
+// natsConnectError is check's failure line for a first connect to NATS
+// that failed: a server nobody can reach gets the fix with it (nats.go
+// reports refused connections as ErrNoServers); anything else (refused
+// credentials, TLS) is said as it is.
+func natsConnectError(url string, err error) (failText string, _ error) {
+	url = publisher.RedactURL(url)
+	var op *net.OpError
+	switch {
+	case err == nil:
+		return "", nil
+	case errors.Is(err, nats.ErrNoServers):
+		err = errors.New("connection refused")
+	case errors.As(err, &op), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+	default:
+		return "NATS at " + url, err
+	}
+	return "cannot reach NATS at " + url, fmt.Errorf("%v: start NATS there, or set WATCHER_NATS_URL to where it listens", err)
 }
 
 // WaitConnected waits up to limit for connected to say true.

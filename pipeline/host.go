@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orderwatch/orderwatch/internal/kvwatch"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/publisher"
 	"github.com/orderwatch/orderwatch/replica"
@@ -308,23 +309,7 @@ func (h *Host) watchLeases(ctx context.Context, kv jetstream.KeyValue) { WatchKV
 // then each change; nil before the current values whenever the watch
 // starts (again, a second after it ended: forget what was handed).
 func WatchKV(ctx context.Context, kv jetstream.KeyValue, f func(jetstream.KeyValueEntry)) {
-	for ctx.Err() == nil {
-		if w, err := kv.WatchAll(ctx); err == nil {
-			f(nil)
-			for e := range w.Updates() {
-				if e != nil { // nil: the current values are all delivered
-					f(e)
-				}
-			}
-			_ = w.Stop()
-		}
-		t := time.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	kvwatch.Run(ctx, kv, kvwatch.Options{Retry: time.Second, Reopen: time.Second}, f)
 }
 
 // tell hands an entry of the lease bucket to the followers and wakes the

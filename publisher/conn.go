@@ -25,12 +25,19 @@ type ConnConfig struct {
 	// OnConnectError, when set, is told the cause of each failed attempt
 	// to (re)connect (the first connect included).
 	OnConnectError func(error)
+	// NoRetryAtStart makes Connect fail when no server can be reached at
+	// the first connect (one pass over the servers), instead of retrying
+	// in the background: for a command that wants an answer (`watcher
+	// check`), never for the daemon. Refused connections come back as
+	// nats.ErrNoServers.
+	NoRetryAtStart bool
 }
 
 // Connect dials NATS. It never gives up: reconnects are unlimited and a
 // server that is down at start-up is retried in the background
 // (RetryOnFailedConnect), so Connect fails only on a configuration mistake
-// (bad URL, unreadable creds or nkey file, half a TLS client pair).
+// (bad URL, unreadable creds or nkey file, half a TLS client pair), or,
+// with NoRetryAtStart, when no server answers the first connect.
 //
 // The reconnect buffer is disabled: while disconnected a publish fails at
 // once instead of being buffered in memory and sent, possibly much later,
@@ -62,7 +69,7 @@ func Connect(cfg ConnConfig) (*nats.Conn, error) {
 	opts := append([]nats.Option{
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
-		nats.RetryOnFailedConnect(true),
+		nats.RetryOnFailedConnect(!cfg.NoRetryAtStart),
 		nats.ReconnectWait(cfg.ReconnectWait),
 		nats.ReconnectJitter(cfg.ReconnectWait/2, cfg.ReconnectWait/2),
 		nats.ReconnectBufSize(-1),

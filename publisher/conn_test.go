@@ -2,6 +2,7 @@ package publisher_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/orderwatch/orderwatch/publisher"
 )
@@ -117,5 +119,22 @@ func TestConnectConfigErrors(t *testing.T) {
 		if cfg.Password != "" && strings.Contains(err.Error(), cfg.Password) {
 			t.Errorf("%s: error shows the password", name)
 		}
+	}
+}
+
+// TestConnectNoRetryAtStartFailsAtOnce: with NoRetryAtStart (what `watcher
+// check` asks for), a server list where nothing listens makes Connect itself
+// fail, after one pass over the servers, with the refusal as the cause
+// (nats.go reports refused connections as ErrNoServers). Without it (the daemon),
+// TestConnectBeforeServerStarts: Connect succeeds and retries.
+func TestConnectNoRetryAtStartFailsAtOnce(t *testing.T) {
+	url := fmt.Sprintf("nats://127.0.0.1:%d, nats://127.0.0.1:%d", freePort(t), freePort(t))
+	nc, err := publisher.Connect(publisher.ConnConfig{URL: url, NoRetryAtStart: true})
+	if err == nil {
+		nc.Close()
+		t.Fatal("Connect with NoRetryAtStart and nothing listening returned a connection")
+	}
+	if !errors.Is(err, nats.ErrNoServers) {
+		t.Errorf("Connect: %v, want the refusal (nats.ErrNoServers)", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderwatch/orderwatch/internal/kvwatch"
 )
 
 // LimitsKeys is the key filter of every group's limits key of a
@@ -55,27 +57,7 @@ func (f *LimitsFeed) Run(ctx context.Context) {
 // again at once, one that fails after retry (changes in between are not
 // seen).
 func watchUpdates(ctx context.Context, kv jetstream.KeyValue, keys string, retry time.Duration, take func(jetstream.KeyValueEntry)) {
-	for ctx.Err() == nil {
-		w, err := kv.Watch(ctx, keys, jetstream.UpdatesOnly())
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(retry):
-			}
-			continue
-		}
-		for open := true; open && ctx.Err() == nil; {
-			select {
-			case <-ctx.Done():
-			case e, ok := <-w.Updates():
-				open = ok
-				if ok && e != nil {
-					take(e)
-				}
-			}
-		}
-		_ = w.Stop()
-	}
+	kvwatch.Run(ctx, kv, kvwatch.Options{Keys: keys, UpdatesOnly: true, Retry: retry}, take)
 }
 
 // dispatch hands e to the replicas following its key.
