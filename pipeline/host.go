@@ -116,25 +116,31 @@ func NewHost(hc HostConfig) (_ *Host, err error) {
 func (h *Host) Conn() *nats.Conn { return h.nc }
 
 // yieldMax bounds how long a pipeline's next sweep gives way to the
-// process's takeovers (yield).
-const yieldMax = 3 * time.Second
+// process's takeovers (yield); yieldFrom is how many restores at once
+// make it give way.
+const (
+	yieldMax  = 3 * time.Second
+	yieldFrom = 8
+)
 
 // yield holds a pipeline's next sweep (poller.Config.Yield) while the
-// process restores shops it just took over, yieldMax at most: after a
-// fleet's member died, hundreds of them at once, and on a loaded machine
-// the steady sweeps of the shops the process runs took most of the CPU
-// their restores needed (docs/fleet.md, "Takeover under load"). A shop's
-// first sweep after its takeover is not held; a steady shop's next one
-// comes up to yieldMax later.
+// process restores many shops it just took over (yieldFrom or more at
+// once), yieldMax at most: after a fleet's member died, hundreds of them,
+// and on a loaded machine the steady sweeps of the shops the process runs
+// took most of the CPU their restores needed (docs/fleet.md, "Takeover
+// under load"). A shop's first sweep after its takeover is not held; a
+// steady shop's next one comes up to yieldMax later. A few restores (a
+// shop moved by a rebalancing, one whose takeover keeps failing) hold
+// nothing: each shop is a bulkhead.
 func (h *Host) yield(ctx context.Context) {
-	if len(h.takeovers) == 0 {
+	if len(h.takeovers) < yieldFrom {
 		return
 	}
 	end := time.NewTimer(yieldMax)
 	defer end.Stop()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for len(h.takeovers) > 0 {
+	for len(h.takeovers) >= yieldFrom {
 		select {
 		case <-ctx.Done():
 			return
