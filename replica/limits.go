@@ -102,7 +102,11 @@ type notifying struct {
 
 func (n notifying) SaveRecord(name string, v any) error {
 	if !slices.Contains(n.r.cfg.Limits, name) {
-		return n.RecordStore.SaveRecord(name, v)
+		err := n.RecordStore.SaveRecord(name, v)
+		if err == nil {
+			n.r.fresh.Store(true) // only a checkpoint carries it to the group
+		}
+		return err
 	}
 	err := n.r.saveKept(n.RecordStore, name, v)
 	if err == nil {

@@ -180,6 +180,10 @@ type Replica struct {
 	// (applyGroupLimits) and no demotion came since: its records are the
 	// active's to write (writeLimits).
 	tenured atomic.Bool
+	// fresh: a record saved through Records outside Config.Limits (the
+	// client's sealed session), which only a checkpoint hands to the
+	// group: the next verified sweep's checkpoint is due (checkpointDue).
+	fresh atomic.Bool
 	// clockRead says that the takeover in progress read the server's
 	// clock (prefetchClock), taken by applyGroupLimits.
 	clockRead atomic.Bool

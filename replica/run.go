@@ -223,12 +223,15 @@ func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 			if r.waitQuiet(ctx) != nil {
 				return
 			}
+			fresh := r.fresh.Swap(false) // saved from now on: the next one's
 			ok, err := r.mirror.Committed(ctx, r.lease.Load())
 			if err != nil && ctx.Err() == nil {
 				r.checkpointFailed("writing the checkpoint failed", err)
 			}
 			if ok && err == nil {
 				last = checkpointed{at: r.now(), added: added, written: true}
+			} else if fresh {
+				r.fresh.Store(true)
 			}
 		}
 	})
@@ -244,6 +247,9 @@ type checkpointed struct {
 
 // checkpointDue says whether a verified sweep is followed by a
 // checkpoint: when events were added to the outbox since the last one,
+// when a record only a checkpoint hands on was saved since (fresh: the
+// client's sealed session after a new login; a successor from the one
+// before would log in again, a session more towards the shop's limit),
 // when the last one is CheckpointEvery old, or when none was written yet
 // by this loop. A sweep that added no event only moved the watermark (and
 // the records: the read ledger, the budget); a successor from the
@@ -254,7 +260,7 @@ type checkpointed struct {
 // rest, docs/fleet.md). added is the outbox's sequence now.
 func (r *Replica) checkpointDue(last checkpointed) (added uint64, due bool) {
 	added, err := r.cfg.Store.OutboxAdded()
-	if err != nil || !last.written {
+	if err != nil || !last.written || r.fresh.Load() {
 		return added, true
 	}
 	return added, added != last.added || r.now().Sub(last.at) >= r.cfg.CheckpointEvery
