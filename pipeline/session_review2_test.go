@@ -1,0 +1,56 @@
+package pipeline
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/orderwatch/orderwatch/internal/testnats"
+	"github.com/orderwatch/orderwatch/plentysim"
+)
+
+// kill ends r as kill -9 would for the group: its NATS connections go
+// first, so that neither a last checkpoint nor the lease's release
+// reaches NATS.
+func (r *replicaRun) kill() {
+	r.w.host.LeaseConn().Close()
+	r.w.host.Conn().Close()
+	r.stop()
+	<-r.done
+}
+
+// TestKilledAfterANewLoginHandsTheNewSession: the active r0 logs in again
+// in a steady sweep (the service ended its session: 401), the sweeps add
+// no event, and r0 is killed a few sweeps later, within CheckpointEvery
+// (10 s) of its last checkpoint. r1, taking over, goes on with r0's new
+// session: two logins in all. Before, a sweep without events skipped its
+// checkpoint, the new sealed session reached no checkpoint, and r1
+// opened the ended one, was refused (401) and logged in a third time.
+func TestKilledAfterANewLoginHandsTheNewSession(t *testing.T) {
+	sim := plentysim.New(plentysim.Config{Seed: 11})
+	sim.Generate(30, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Minute))
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	nats := testnats.Start(t).ClientURL()
+	sweeps := func(who string, n int) {
+		from := sim.Stats().SearchCalls
+		testnats.WaitFor(t, who+" calling the shop", 30*time.Second, func() bool { return sim.Stats().SearchCalls >= from+n })
+	}
+	r0 := runReplica(t, testConfig(t, srv.URL, nats), "r0")
+	testnats.WaitFor(t, "r0 active", 15*time.Second, r0.w.Working)
+	sweeps("r0", 3)
+	r1 := runReplica(t, testConfig(t, srv.URL, nats), "r1")
+	testnats.WaitFor(t, "r1 a standby", 15*time.Second, func() bool { return r1.w.rep.Report().Holder != "" })
+	sweeps("r0", 2)
+
+	sim.ExpireSessions()
+	testnats.WaitFor(t, "r0's new login", 15*time.Second, func() bool { return sim.Stats().LoginCalls == 2 })
+	sweeps("r0", 2) // the login's sweep is over, one more
+	r0.kill()
+	testnats.WaitFor(t, "r1 active", 30*time.Second, r1.w.Working)
+	sweeps("r1", 2)
+	if s := sim.Stats(); s.LoginCalls != 2 || s.Unauthorized401 != 1 {
+		t.Errorf("after r0's new login and kill, r1's takeover: %d logins, %d 401s; want 2 and 1 (r1 goes on with r0's new session)",
+			s.LoginCalls, s.Unauthorized401)
+	}
+}
