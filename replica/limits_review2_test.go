@@ -38,6 +38,31 @@ func TestARestartedSingleReplicasUnwrittenWaitReachesTheGroup(t *testing.T) {
 // the lease live).
 func restartWithUnwrittenWait(t *testing.T, released bool) {
 	g := newGroup(t)
+	path, w := g.killedWithUnwrittenWait(released, nil)
+	a := g.startOn("a", path, &pipeline{})
+	waitFor(t, "a active again", a.working)
+	if took := strings.Contains(a.logs.String(), "earlier process on this state file, which is gone"); took == released {
+		t.Errorf("the restart took its own live lease: %v, want %v", took, !released)
+	}
+	waitFor(t, "a's wait in the group's limits", func() bool { return strings.Contains(g.limits(), w.Why) })
+	waits, _, err := plenty.LoadWaits(a.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(waits, func(have plenty.Wait) bool { return have.Why == w.Why }) {
+		t.Errorf("the restarted active's state file lacks the wait the service announced to it: %+v", waits)
+	}
+}
+
+// killedWithUnwrittenWait has the active a told to wait by the service
+// (an hour) while every write of the group's limits fails, then (after
+// before, when set) kills it: a's state file keeps the wait, the group
+// lacks it. released: a's buckets on a connection of their own (its
+// stop releases the lease; its last checkpoint is written); else on a's
+// (the kill leaves the lease live and writes no checkpoint).
+func (g *group) killedWithUnwrittenWait(released bool, before func()) (path string, w plenty.Wait) {
+	t := g.t
+	t.Helper()
 	var faults *faultyKV
 	g.configure = func(n string, c *replica.Config) {
 		if n != "a" || faults != nil {
@@ -59,28 +84,40 @@ func restartWithUnwrittenWait(t *testing.T, released bool) {
 		c.Buckets = b
 	}
 	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	g.configure = nil
 	faults.failWrites.Store(1 << 20)
-	w := plenty.Wait{Until: time.Now().Add(time.Hour), Reason: plenty.WaitThrottled, Why: "429 whose group write failed before the kill", Measured: time.Now(), Announced: time.Hour}
+	w = plenty.Wait{Until: time.Now().Add(time.Hour), Reason: plenty.WaitThrottled, Why: "429 whose group write failed before the kill", Measured: time.Now(), Announced: time.Hour}
 	_ = plenty.SaveWait(a.rep.Records(a.store), w)
 	if strings.Contains(g.limits(), w.Why) {
 		t.Fatal("the wait reached the group: the fault did not hold")
 	}
-	path := a.store.Path()
+	if before != nil {
+		before()
+	}
+	path = a.store.Path()
 	a.kill()
 	_ = a.store.Close()
-	g.configure = nil
+	return path, w
+}
 
-	a = g.startOn("a", path, &pipeline{})
-	waitFor(t, "a active again", a.working)
-	if took := strings.Contains(a.logs.String(), "earlier process on this state file, which is gone"); took == released {
-		t.Errorf("the restart took its own live lease: %v, want %v", took, !released)
+// TestARestartedStandbysUnwrittenWaitReachesTheGroup: the active a was
+// told to wait by the service while every write of the group's limits
+// failed, then was killed; b took over (the group's limits now written
+// by b's file, without a's wait). a restarts on its file as a standby:
+// its wait adds to the group's (adds) and reaches it while b is active,
+// so that b's running client honours it.
+func TestARestartedStandbysUnwrittenWaitReachesTheGroup(t *testing.T) {
+	g := newGroup(t)
+	var b *member
+	path, w := g.killedWithUnwrittenWait(false, func() {
+		b = g.start("b", &pipeline{})
+		waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+	})
+	waitFor(t, "b active", b.working)
+	waitFor(t, "the group's limits written by b", func() bool { return strings.Contains(g.limits(), `"instance":"b"`) })
+	if strings.Contains(g.limits(), w.Why) {
+		t.Fatal("precondition: a's wait reached the group before its restart")
 	}
+	g.restartStandby(path)
 	waitFor(t, "a's wait in the group's limits", func() bool { return strings.Contains(g.limits(), w.Why) })
-	waits, _, err := plenty.LoadWaits(a.store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(waits, func(have plenty.Wait) bool { return have.Why == w.Why }) {
-		t.Errorf("the restarted active's state file lacks the wait the service announced to it: %+v", waits)
-	}
 }
