@@ -2,8 +2,12 @@ package pipeline
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/internal/testnats"
 	"github.com/orderwatch/orderwatch/plentysim"
@@ -53,4 +57,61 @@ func TestKilledAfterANewLoginHandsTheNewSession(t *testing.T) {
 		t.Errorf("after r0's new login and kill, r1's takeover: %d logins, %d 401s; want 2 and 1 (r1 goes on with r0's new session)",
 			s.LoginCalls, s.Unauthorized401)
 	}
+}
+
+// TestAtRestCheckpointsAreSkipped: a shop at rest (sweeps without events,
+// each saving its budget through the group's limits and the client's
+// session untouched) writes its checkpoint every CheckpointEvery (10 s),
+// not after every sweep (1 s): what makes a checkpoint due besides events
+// (a sealed session saved, a record not yet in the group's limits) is
+// not the steady state's.
+func TestAtRestCheckpointsAreSkipped(t *testing.T) {
+	sim := plentysim.New(plentysim.Config{Seed: 11})
+	sim.Generate(30, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Minute))
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	url := testnats.Start(t).ClientURL()
+	cfg := testConfig(t, srv.URL, url)
+	r0 := runReplica(t, cfg, "r0")
+	testnats.WaitFor(t, "r0 active", 15*time.Second, r0.w.Working)
+	from := sim.Stats().SearchCalls
+	testnats.WaitFor(t, "r0's first sweeps", 30*time.Second, func() bool { return sim.Stats().SearchCalls >= from+2 })
+
+	nc, err := natsgo.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), cfg.LeaseBucket+"_checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kv.WatchAll(t.Context(), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	from = sim.Stats().SearchCalls
+	const sweeps = 6
+	testnats.WaitFor(t, "r0's sweeps at rest", 60*time.Second, func() bool { return sim.Stats().SearchCalls >= from+sweeps })
+	checkpoints := 0
+	for {
+		select {
+		case e := <-w.Updates():
+			if e != nil && !strings.HasSuffix(e.Key(), ".limits") {
+				checkpoints++
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if checkpoints >= sweeps-1 {
+		t.Errorf("%d checkpoints in %d sweeps at rest: one a sweep, none skipped", checkpoints, sweeps)
+	}
+	t.Logf("%d checkpoints in %d sweeps at rest", checkpoints, sweeps)
 }

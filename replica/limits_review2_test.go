@@ -12,6 +12,7 @@ import (
 
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/replica"
+	"github.com/orderwatch/orderwatch/state"
 )
 
 // TestARestartedSingleReplicasUnwrittenWaitReachesTheGroup: the only
@@ -54,17 +55,35 @@ func restartWithUnwrittenWait(t *testing.T, released bool) {
 	}
 }
 
-// killedWithUnwrittenWait has the active a told to wait by the service
-// (an hour) while every write of the group's limits fails, then (after
-// before, when set) kills it: a's state file keeps the wait, the group
-// lacks it. released: a's buckets on a connection of their own (its
-// stop releases the lease; its last checkpoint is written); else on a's
-// (the kill leaves the lease live and writes no checkpoint).
+// killedWithUnwrittenWait is activeWithOwnUnwrittenWait, then (after
+// before, when set) a's kill: a's state file keeps the wait, the group
+// lacks it.
 func (g *group) killedWithUnwrittenWait(released bool, before func()) (path string, w plenty.Wait) {
+	g.t.Helper()
+	a, w := g.activeWithOwnUnwrittenWait(released, nil)
+	if before != nil {
+		before()
+	}
+	path = a.store.Path()
+	a.kill()
+	_ = a.store.Close()
+	return path, w
+}
+
+// activeWithOwnUnwrittenWait has the active a (configured by tune too,
+// when set) told to wait by the service (an hour) while every write of
+// the group's limits fails. released: a's buckets on a connection of
+// their own (its stop releases the lease and writes its last
+// checkpoint); else on a's (its kill leaves the lease live and writes no
+// checkpoint).
+func (g *group) activeWithOwnUnwrittenWait(released bool, tune func(*replica.Config)) (a *member, w plenty.Wait) {
 	t := g.t
 	t.Helper()
 	var faults *faultyKV
 	g.configure = func(n string, c *replica.Config) {
+		if tune != nil {
+			tune(c)
+		}
 		if n != "a" || faults != nil {
 			return
 		}
@@ -83,21 +102,17 @@ func (g *group) killedWithUnwrittenWait(released bool, before func()) (path stri
 		b.Checkpoints = faults
 		c.Buckets = b
 	}
-	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
-	g.configure = nil
+	a = g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	if tune == nil {
+		g.configure = nil
+	}
 	faults.failWrites.Store(1 << 20)
 	w = plenty.Wait{Until: time.Now().Add(time.Hour), Reason: plenty.WaitThrottled, Why: "429 whose group write failed before the kill", Measured: time.Now(), Announced: time.Hour}
 	_ = plenty.SaveWait(a.rep.Records(a.store), w)
 	if strings.Contains(g.limits(), w.Why) {
 		t.Fatal("the wait reached the group: the fault did not hold")
 	}
-	if before != nil {
-		before()
-	}
-	path = a.store.Path()
-	a.kill()
-	_ = a.store.Close()
-	return path, w
+	return a, w
 }
 
 // TestARestartedStandbysUnwrittenWaitReachesTheGroup: the active a was
@@ -120,4 +135,37 @@ func TestARestartedStandbysUnwrittenWaitReachesTheGroup(t *testing.T) {
 	}
 	g.restartStandby(path)
 	waitFor(t, "a's wait in the group's limits", func() bool { return strings.Contains(g.limits(), w.Why) })
+}
+
+// TestAnUnwrittenWaitReachesTheCheckpointWithoutAnEvent: the active a is
+// told to wait by the service inside a steady sweep while the writes of
+// the group's limits fail (a timeout of its limits key, the checkpoint
+// still written); the sweep adds no event. Only the checkpoint carries
+// the wait to a successor now: it must follow that sweep, not
+// CheckpointEvery later (1 h here). Then a dies and b, taking over,
+// honours the wait. (Before 26bfcb7 every verified sweep's checkpoint
+// carried it.)
+func TestAnUnwrittenWaitReachesTheCheckpointWithoutAnEvent(t *testing.T) {
+	g := newGroup(t)
+	a, w := g.activeWithOwnUnwrittenWait(false, func(c *replica.Config) { c.CheckpointEvery = time.Hour })
+	b := g.start("b", &pipeline{})
+	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+	wm := time.Date(2026, 11, 26, 10, 1, 0, 0, time.UTC)
+	if err := a.store.Commit(state.Commit{Watermark: &wm}); err != nil {
+		t.Fatal(err)
+	}
+	a.rep.Swept()
+	waitFor(t, "a's wait in the group's checkpoint", func() bool {
+		cp, ok := g.checkpoint()
+		return ok && strings.Contains(string(cp.State), w.Why)
+	})
+	a.kill()
+	waitFor(t, "b active", b.working)
+	waits, _, err := plenty.LoadWaits(b.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(waits, func(have plenty.Wait) bool { return have.Why == w.Why }) {
+		t.Errorf("b took over without the wait the service announced to a: %+v", waits)
+	}
 }

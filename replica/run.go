@@ -250,6 +250,9 @@ type checkpointed struct {
 // when a record only a checkpoint hands on was saved since (fresh: the
 // client's sealed session after a new login; a successor from the one
 // before would log in again, a session more towards the shop's limit),
+// while a record of the group's limits is not in the group's (unsent: its
+// write failed; a wait the service announced, else lost with this
+// process),
 // when the last one is CheckpointEvery old, or when none was written yet
 // by this loop. A sweep that added no event only moved the watermark (and
 // the records: the read ledger, the budget); a successor from the
@@ -260,10 +263,19 @@ type checkpointed struct {
 // rest, docs/fleet.md). added is the outbox's sequence now.
 func (r *Replica) checkpointDue(last checkpointed) (added uint64, due bool) {
 	added, err := r.cfg.Store.OutboxAdded()
-	if err != nil || !last.written || r.fresh.Load() {
+	if err != nil || !last.written || r.fresh.Load() || r.anyUnsent() {
 		return added, true
 	}
 	return added, added != last.added || r.now().Sub(last.at) >= r.cfg.CheckpointEvery
+}
+
+// anyUnsent says whether records saved through Records are not yet in
+// the group's limits (waiting for a write under way, or after one that
+// failed).
+func (r *Replica) anyUnsent() bool {
+	r.limMu.Lock()
+	defer r.limMu.Unlock()
+	return len(r.unsent) > 0
 }
 
 // Checkpoint writes a checkpoint now, once the outbox is empty (within
