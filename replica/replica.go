@@ -131,8 +131,8 @@ type Tuning struct {
 	Retry          time.Duration // between attempts to bind the buckets [1s]
 	CheckpointWait time.Duration // a checkpoint waits this long at most for an empty outbox [5s]
 	// CheckpointEvery: a sweep that added no event is followed by a
-	// checkpoint only when the last one is this old [10s] (see
-	// checkpointDue).
+	// checkpoint only when the last one is this old [10s], unless a record
+	// only a checkpoint hands on changed (see checkpointDue).
 	CheckpointEvery time.Duration
 	Renew           time.Duration // between renewals of the lease [TTL/3]
 	Margin          time.Duration // taken off the TTL for the local deadline [TTL/5]
