@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderwatch/orderwatch/internal/testnats"
@@ -23,6 +22,22 @@ func (r *replicaRun) kill() {
 	<-r.done
 }
 
+// restingShop is a shop of 30 orders that change no more (sweeps add no
+// event) on the simulator, its URL, a NATS server's and sweeps, which
+// waits for n more order searches (who's sweeps).
+func restingShop(t *testing.T) (sim *plentysim.Server, url, nats string, sweeps func(who string, n int)) {
+	t.Helper()
+	sim = plentysim.New(plentysim.Config{Seed: 11})
+	sim.Generate(30, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Minute))
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	sweeps = func(who string, n int) {
+		from := sim.Stats().SearchCalls
+		testnats.WaitFor(t, who+" calling the shop", 60*time.Second, func() bool { return sim.Stats().SearchCalls >= from+n })
+	}
+	return sim, srv.URL, testnats.Start(t).ClientURL(), sweeps
+}
+
 // TestKilledAfterANewLoginHandsTheNewSession: the active r0 logs in again
 // in a steady sweep (the service ended its session: 401), the sweeps add
 // no event, and r0 is killed a few sweeps later, within CheckpointEvery
@@ -31,19 +46,11 @@ func (r *replicaRun) kill() {
 // checkpoint, the new sealed session reached no checkpoint, and r1
 // opened the ended one, was refused (401) and logged in a third time.
 func TestKilledAfterANewLoginHandsTheNewSession(t *testing.T) {
-	sim := plentysim.New(plentysim.Config{Seed: 11})
-	sim.Generate(30, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Minute))
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	nats := testnats.Start(t).ClientURL()
-	sweeps := func(who string, n int) {
-		from := sim.Stats().SearchCalls
-		testnats.WaitFor(t, who+" calling the shop", 30*time.Second, func() bool { return sim.Stats().SearchCalls >= from+n })
-	}
-	r0 := runReplica(t, testConfig(t, srv.URL, nats), "r0")
+	sim, srvURL, nats, sweeps := restingShop(t)
+	r0 := runReplica(t, testConfig(t, srvURL, nats), "r0")
 	testnats.WaitFor(t, "r0 active", 15*time.Second, r0.w.Working)
 	sweeps("r0", 3)
-	r1 := runReplica(t, testConfig(t, srv.URL, nats), "r1")
+	r1 := runReplica(t, testConfig(t, srvURL, nats), "r1")
 	testnats.WaitFor(t, "r1 a standby", 15*time.Second, func() bool { return r1.w.rep.Report().Holder != "" })
 	sweeps("r0", 2)
 
@@ -66,27 +73,13 @@ func TestKilledAfterANewLoginHandsTheNewSession(t *testing.T) {
 // (a sealed session saved, a record not yet in the group's limits) is
 // not the steady state's.
 func TestAtRestCheckpointsAreSkipped(t *testing.T) {
-	sim := plentysim.New(plentysim.Config{Seed: 11})
-	sim.Generate(30, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Minute))
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	url := testnats.Start(t).ClientURL()
-	cfg := testConfig(t, srv.URL, url)
+	_, srvURL, url, sweeps := restingShop(t)
+	cfg := testConfig(t, srvURL, url)
 	r0 := runReplica(t, cfg, "r0")
 	testnats.WaitFor(t, "r0 active", 15*time.Second, r0.w.Working)
-	from := sim.Stats().SearchCalls
-	testnats.WaitFor(t, "r0's first sweeps", 30*time.Second, func() bool { return sim.Stats().SearchCalls >= from+2 })
+	sweeps("r0's first", 2)
 
-	nc, err := natsgo.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(t.Context(), cfg.LeaseBucket+"_checkpoint")
+	kv, err := testnats.JetStream(t, url).KeyValue(t.Context(), cfg.LeaseBucket+"_checkpoint")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +88,8 @@ func TestAtRestCheckpointsAreSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	from = sim.Stats().SearchCalls
-	const sweeps = 6
-	testnats.WaitFor(t, "r0's sweeps at rest", 60*time.Second, func() bool { return sim.Stats().SearchCalls >= from+sweeps })
+	const n = 6
+	sweeps("r0 at rest", n)
 	checkpoints := 0
 	for {
 		select {
@@ -110,8 +102,8 @@ func TestAtRestCheckpointsAreSkipped(t *testing.T) {
 		}
 		break
 	}
-	if checkpoints >= sweeps-1 {
-		t.Errorf("%d checkpoints in %d sweeps at rest: one a sweep, none skipped", checkpoints, sweeps)
+	if checkpoints >= n-1 {
+		t.Errorf("%d checkpoints in %d sweeps at rest: one a sweep, none skipped", checkpoints, n)
 	}
-	t.Logf("%d checkpoints in %d sweeps at rest", checkpoints, sweeps)
+	t.Logf("%d checkpoints in %d sweeps at rest", checkpoints, n)
 }
