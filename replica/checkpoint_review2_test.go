@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orderwatch/orderwatch/plenty"
+	"github.com/orderwatch/orderwatch/poller"
 	"github.com/orderwatch/orderwatch/replica"
 	"github.com/orderwatch/orderwatch/state"
 )
@@ -47,4 +48,35 @@ func TestANewSessionReachesTheGroupWithoutAnEvent(t *testing.T) {
 	if found, err := b.store.LoadRecord(plenty.SealedSessionRecord, &sealed); !found || err != nil || sealed.Box != box {
 		t.Errorf("b took over with the sealed session %q (found %v, %v), want a's new one %q", sealed.Box, found, err, box)
 	}
+}
+
+// TestACheckpointBucketCreatedAgainGetsACheckpointAtTheNextSweep: the
+// group's checkpoint bucket is deleted (an operator, a NATS data loss)
+// under the active a and created again by its next write (the budget's,
+// saved through Records in every sweep); the sweep adds no event. The
+// group must have a checkpoint again after that sweep, not
+// CheckpointEvery later (1 h here): a member that takes the shop over
+// meanwhile starts without the group's watermark, baseline and sealed
+// session (docs/fleet.md, Known limits: one sweep, before 26bfcb7).
+func TestACheckpointBucketCreatedAgainGetsACheckpointAtTheNextSweep(t *testing.T) {
+	g := newGroup(t)
+	g.configure = func(_ string, c *replica.Config) { c.CheckpointEvery = time.Hour }
+	wm := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	a := g.activeWithCheckpoint(&pipeline{}, wm)
+	if err := g.js.DeleteKeyValue(t.Context(), g.bucket+"_checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	budget := poller.BudgetState{Level: 100, At: time.Now(), Limit: 166000}
+	if err := a.rep.Records(a.store).SaveRecord(poller.BudgetRecord, budget); err != nil {
+		t.Fatal(err)
+	}
+	wm = wm.Add(time.Minute)
+	if err := a.store.Commit(state.Commit{Watermark: &wm}); err != nil {
+		t.Fatal(err)
+	}
+	a.rep.Swept()
+	waitFor(t, "the group's checkpoint again, of the sweep's watermark", func() bool {
+		cp, ok := g.checkpoint()
+		return ok && strings.Contains(string(cp.State), wm.Format(time.RFC3339))
+	})
 }

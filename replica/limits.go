@@ -597,6 +597,11 @@ func (r *Replica) putLimits(ctx context.Context, me lease.Writer, recs map[strin
 	if err != nil {
 		return fmt.Errorf("group limits %s: %w", r.limitsKey(), err)
 	}
+	if rev == 0 {
+		// No limits key: a first write, or the checkpoint bucket was
+		// created again (and its checkpoint is gone too).
+		r.fresh.Store(true)
+	}
 	return nil
 }
 

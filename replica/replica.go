@@ -180,9 +180,11 @@ type Replica struct {
 	// (applyGroupLimits) and no demotion came since: its records are the
 	// active's to write (writeLimits).
 	tenured atomic.Bool
-	// fresh: a record saved through Records outside Config.Limits (the
-	// client's sealed session), which only a checkpoint hands to the
-	// group: the next verified sweep's checkpoint is due (checkpointDue).
+	// fresh: the group may lack what only a checkpoint hands on: a record
+	// was saved through Records outside Config.Limits (the client's sealed
+	// session), or a write of the group's limits found their key missing
+	// (the checkpoint bucket created again, its checkpoint gone). The next
+	// verified sweep's checkpoint is due (checkpointDue).
 	fresh atomic.Bool
 	// clockRead says that the takeover in progress read the server's
 	// clock (prefetchClock), taken by applyGroupLimits.

@@ -247,9 +247,10 @@ type checkpointed struct {
 
 // checkpointDue says whether a verified sweep is followed by a
 // checkpoint: when events were added to the outbox since the last one,
-// when a record only a checkpoint hands on was saved since (fresh: the
-// client's sealed session after a new login; a successor from the one
-// before would log in again, a session more towards the shop's limit),
+// when the group may lack what only a checkpoint hands on (fresh: the
+// client's sealed session saved after a new login, else a successor from
+// the checkpoint before logs in again, a session more towards the shop's
+// limit; the checkpoint bucket created again, its checkpoint gone),
 // while a record of the group's limits is not in the group's (unsent: its
 // write failed; a wait the service announced, else lost with this
 // process),
