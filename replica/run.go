@@ -253,9 +253,8 @@ type checkpointed struct {
 // limit; the checkpoint bucket created again, its checkpoint gone),
 // while a record of the group's limits is not in the group's (unsent: its
 // write failed; a wait the service announced, else lost with this
-// process),
-// when the last one is CheckpointEvery old, or when none was written yet
-// by this loop. A sweep that added no event only moved the watermark (and
+// process), when the last one is CheckpointEvery old, or when none was
+// written yet by this loop. A sweep that added no event only moved the watermark (and
 // the records: the read ledger, the budget); a successor from the
 // checkpoint before re-reads at most CheckpointEvery more of the
 // timeline, within the overlap it re-reads anyway, and nothing of the
