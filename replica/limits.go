@@ -102,7 +102,11 @@ type notifying struct {
 
 func (n notifying) SaveRecord(name string, v any) error {
 	if !slices.Contains(n.r.cfg.Limits, name) {
-		return n.RecordStore.SaveRecord(name, v)
+		err := n.RecordStore.SaveRecord(name, v)
+		if err == nil {
+			n.r.fresh.Store(true) // only a checkpoint carries it to the group
+		}
+		return err
 	}
 	err := n.r.saveKept(n.RecordStore, name, v)
 	if err == nil {
@@ -592,6 +596,11 @@ func (r *Replica) putLimits(ctx context.Context, me lease.Writer, recs map[strin
 	}
 	if err != nil {
 		return fmt.Errorf("group limits %s: %w", r.limitsKey(), err)
+	}
+	if rev == 0 {
+		// No limits key: a first write, or the checkpoint bucket was
+		// created again (and its checkpoint is gone too).
+		r.fresh.Store(true)
 	}
 	return nil
 }

@@ -131,8 +131,8 @@ type Tuning struct {
 	Retry          time.Duration // between attempts to bind the buckets [1s]
 	CheckpointWait time.Duration // a checkpoint waits this long at most for an empty outbox [5s]
 	// CheckpointEvery: a sweep that added no event is followed by a
-	// checkpoint only when the last one is this old [10s] (see
-	// checkpointDue).
+	// checkpoint only when the last one is this old [10s], unless a record
+	// only a checkpoint hands on changed (see checkpointDue).
 	CheckpointEvery time.Duration
 	Renew           time.Duration // between renewals of the lease [TTL/3]
 	Margin          time.Duration // taken off the TTL for the local deadline [TTL/5]
@@ -180,6 +180,12 @@ type Replica struct {
 	// (applyGroupLimits) and no demotion came since: its records are the
 	// active's to write (writeLimits).
 	tenured atomic.Bool
+	// fresh: the group may lack what only a checkpoint hands on: a record
+	// was saved through Records outside Config.Limits (the client's sealed
+	// session), or a write of the group's limits found their key missing
+	// (the checkpoint bucket created again, its checkpoint gone). The next
+	// verified sweep's checkpoint is due (checkpointDue).
+	fresh atomic.Bool
 	// clockRead says that the takeover in progress read the server's
 	// clock (prefetchClock), taken by applyGroupLimits.
 	clockRead atomic.Bool

@@ -223,12 +223,15 @@ func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 			if r.waitQuiet(ctx) != nil {
 				return
 			}
+			fresh := r.fresh.Swap(false) // saved from now on: the next one's
 			ok, err := r.mirror.Committed(ctx, r.lease.Load())
 			if err != nil && ctx.Err() == nil {
 				r.checkpointFailed("writing the checkpoint failed", err)
 			}
 			if ok && err == nil {
 				last = checkpointed{at: r.now(), added: added, written: true}
+			} else if fresh {
+				r.fresh.Store(true)
 			}
 		}
 	})
@@ -244,8 +247,14 @@ type checkpointed struct {
 
 // checkpointDue says whether a verified sweep is followed by a
 // checkpoint: when events were added to the outbox since the last one,
-// when the last one is CheckpointEvery old, or when none was written yet
-// by this loop. A sweep that added no event only moved the watermark (and
+// when the group may lack what only a checkpoint hands on (fresh: the
+// client's sealed session saved after a new login, else a successor from
+// the checkpoint before logs in again, a session more towards the shop's
+// limit; the checkpoint bucket created again, its checkpoint gone),
+// while a record of the group's limits is not in the group's (unsent: its
+// write failed; a wait the service announced, else lost with this
+// process), when the last one is CheckpointEvery old, or when none was
+// written yet by this loop. A sweep that added no event only moved the watermark (and
 // the records: the read ledger, the budget); a successor from the
 // checkpoint before re-reads at most CheckpointEvery more of the
 // timeline, within the overlap it re-reads anyway, and nothing of the
@@ -254,10 +263,19 @@ type checkpointed struct {
 // rest, docs/fleet.md). added is the outbox's sequence now.
 func (r *Replica) checkpointDue(last checkpointed) (added uint64, due bool) {
 	added, err := r.cfg.Store.OutboxAdded()
-	if err != nil || !last.written {
+	if err != nil || !last.written || r.fresh.Load() || r.anyUnsent() {
 		return added, true
 	}
 	return added, added != last.added || r.now().Sub(last.at) >= r.cfg.CheckpointEvery
+}
+
+// anyUnsent says whether records saved through Records are not yet in
+// the group's limits (waiting for a write under way, or after one that
+// failed).
+func (r *Replica) anyUnsent() bool {
+	r.limMu.Lock()
+	defer r.limMu.Unlock()
+	return len(r.unsent) > 0
 }
 
 // Checkpoint writes a checkpoint now, once the outbox is empty (within
