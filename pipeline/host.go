@@ -129,9 +129,10 @@ const (
 // and on a loaded machine the steady sweeps of the shops the process runs
 // took most of the CPU their restores needed (docs/fleet.md, "Takeover
 // under load"). A shop's first sweep after its takeover is not held; a
-// steady shop's next one comes up to yieldMax later. A few restores (a
-// shop moved by a rebalancing, one whose takeover keeps failing) hold
-// nothing: each shop is a bulkhead.
+// steady shop's next one comes up to yieldMax later. Fewer restores (a
+// shop moved by a rebalancing, a few whose takeovers keep failing) hold
+// nothing: each shop is a bulkhead (8 or more failing again and again add
+// up to yieldMax to every sweep while they fail).
 func (h *Host) yield(ctx context.Context) {
 	if len(h.takeovers) < yieldFrom {
 		return

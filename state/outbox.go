@@ -131,8 +131,8 @@ func (s *Store) DeleteOutbox(seqs ...uint64) error {
 func (s *Store) OutboxDepth() int { return int(s.depth.Load()) }
 
 // OutboxAdded is the outbox's sequence: how many events were ever added to
-// it (a restore that empties the outbox may start it again). Two readings
-// that differ say events were added in between.
+// it (never reset). Two readings that differ say events were added in
+// between.
 func (s *Store) OutboxAdded() (uint64, error) {
 	var n uint64
 	err := s.db.View(func(tx *bolt.Tx) error {
