@@ -367,12 +367,11 @@ func (r *Replica) writeLimits(ctx context.Context) error {
 // file's replica: merged into the group's, do they change it? A process
 // killed between the group's write and the clearing of its record (sent)
 // leaves in its state file what the group already has; written again at
-// its restart,
-// merged as the base (its level of hours ago, with all the refill since,
-// the bucket's cap ignored: MergeBudget), it would refund what the
-// group's active spent since, and the group's value would no longer be
-// the active's, whose later state a takeover takes over a checkpoint's
-// (applyGroupLimits). Called under limMu.
+// its restart, merged as the base (its level of hours ago, with all the
+// refill since, the bucket's cap ignored: MergeBudget), it would refund
+// what the group's active spent since, and the group's value would no
+// longer be the active's, whose later state a takeover takes over a
+// checkpoint's (applyGroupLimits). Called under limMu.
 func (r *Replica) adds(own map[string]json.RawMessage, g groupLimits) bool {
 	l := r.lease.Load()
 	base := r.shifted(g.v.Records, r.shiftOf(g.v.Writer, g.stamp, g.v.Written))
