@@ -83,7 +83,7 @@ func Check(ctx context.Context, cfg *Config, version string, w io.Writer) (passe
 	if err == nil {
 		defer nc.Close()
 	}
-	failText, err := natsConnectError(cfg.NATSURL, err)
+	failText, err := NATSConnectError(cfg.NATSURL, err)
 	report(err, "connected to NATS at "+publisher.RedactURL(cfg.NATSURL), failText)
 	if err == nil {
 		if cfg.Stream == "" {
@@ -253,11 +253,11 @@ func checkRunning(ctx context.Context, cfg *Config, stdout io.Writer, report fun
 	report(nil, fmt.Sprintf("running watcher's state: watermark %s, %d orders tracked, outbox %d", wm, rep.OrdersTracked, rep.OutboxDepth), "")
 }
 
-// natsConnectError is check's failure line for a first connect to NATS
+// NATSConnectError is check's (and the group commands') failure line for a first connect to NATS
 // that failed: a server nobody can reach gets the fix with it (nats.go
 // reports refused connections as ErrNoServers); anything else (refused
 // credentials, TLS) is said as it is.
-func natsConnectError(url string, err error) (failText string, _ error) {
+func NATSConnectError(url string, err error) (failText string, _ error) {
 	url = publisher.RedactURL(url)
 	var op *net.OpError
 	switch {

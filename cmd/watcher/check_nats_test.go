@@ -32,3 +32,28 @@ func TestCheckNATSRefusedAnswersAtOnce(t *testing.T) {
 	}
 	t.Logf("check against a closed port (%v):\n%s", took.Round(time.Millisecond), out.String())
 }
+
+// TestGroupCommandsNATSRefusedAnswerAtOnce: `watcher rescan` and `watcher
+// reset` talk to the group through NATS; with nothing listening at
+// WATCHER_NATS_URL they fail at the first refused connection, as check
+// does, naming the URL, the cause and the fix (they used to wait 10 s and
+// say "not connected within 10s").
+func TestGroupCommandsNATSRefusedAnswerAtOnce(t *testing.T) {
+	_, dead := noStateCheckEnv(t)
+	for _, args := range [][]string{{"rescan", "--from", "1h"}, {"reset"}} {
+		var out, errOut bytes.Buffer
+		start := time.Now()
+		code := run(t.Context(), args, &out, &errOut)
+		took := time.Since(start)
+		if code != exitFail {
+			t.Errorf("%s: exit %d, want %d\n%s%s", args[0], code, exitFail, out.String(), errOut.String())
+		}
+		want := "watcher " + args[0] + ": cannot reach NATS at nats://" + dead + ": connection refused: start NATS there, or set WATCHER_NATS_URL to where it listens"
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("%s's error is not %q:\n%s", args[0], want, errOut.String())
+		}
+		if took > 5*time.Second {
+			t.Errorf("%s took %v against a refused connection: it waited for NATS", args[0], took)
+		}
+	}
+}

@@ -48,7 +48,7 @@ func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "watcher rescan:", err)
 		return exitConfig
 	}
-	cfg, nc, code := groupConn(ctx, "rescan", *shop, stderr)
+	cfg, nc, code := groupConn("rescan", *shop, stderr)
 	if nc == nil {
 		return code
 	}
@@ -75,20 +75,18 @@ func runRescan(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // configuration (not validated: only the group's settings matter; in
 // fleet mode the one of shop) and a connection to NATS (nil and the exit
 // status when either fails).
-func groupConn(ctx context.Context, cmd, shop string, stderr io.Writer) (*Config, *nats.Conn, int) {
+func groupConn(cmd, shop string, stderr io.Writer) (*Config, *nats.Conn, int) {
 	cfg, _, err := commandConfig(shop, false, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "watcher %s: configuration: %v\n", cmd, err)
 		return nil, nil, exitConfig
 	}
-	nc, err := publisher.Connect(cfg.NATS("orderwatch-" + cmd))
-	if err == nil {
-		if err = pipeline.WaitConnected(ctx, nc.IsConnected, 10*time.Second); err != nil {
-			nc.Close()
-		}
-	}
+	conn := cfg.NATS("orderwatch-" + cmd)
+	conn.NoRetryAtStart = true // an answer now: only `watcher run` waits for NATS
+	nc, err := publisher.Connect(conn)
 	if err != nil {
-		fmt.Fprintf(stderr, "watcher %s: NATS: %v\n", cmd, err)
+		what, err := pipeline.NATSConnectError(cfg.NATSURL, err)
+		fmt.Fprintf(stderr, "watcher %s: %s: %v\n", cmd, what, err)
 		return nil, nil, exitFail
 	}
 	return cfg, nc, exitOK

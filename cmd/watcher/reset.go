@@ -21,7 +21,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseArgs(fl, args, 0, stdout, stderr); !ok {
 		return code
 	}
-	cfg, nc, code := groupConn(ctx, "reset", *shop, stderr)
+	cfg, nc, code := groupConn("reset", *shop, stderr)
 	if nc == nil {
 		return code
 	}
