@@ -253,10 +253,10 @@ func checkRunning(ctx context.Context, cfg *Config, stdout io.Writer, report fun
 	report(nil, fmt.Sprintf("running watcher's state: watermark %s, %d orders tracked, outbox %d", wm, rep.OrdersTracked, rep.OutboxDepth), "")
 }
 
-// NATSConnectError is check's (and the group commands') failure line for a first connect to NATS
-// that failed: a server nobody can reach gets the fix with it (nats.go
-// reports refused connections as ErrNoServers); anything else (refused
-// credentials, TLS) is said as it is.
+// NATSConnectError is the failure line of check, rescan and reset for a
+// first connect to NATS that failed: a server nobody can reach gets the
+// fix with it (nats.go reports refused connections as ErrNoServers);
+// anything else (refused credentials, TLS) is said as it is.
 func NATSConnectError(url string, err error) (failText string, _ error) {
 	url = publisher.RedactURL(url)
 	var op *net.OpError
@@ -270,22 +270,6 @@ func NATSConnectError(url string, err error) (failText string, _ error) {
 		return "NATS at " + url, err
 	}
 	return "cannot reach NATS at " + url, fmt.Errorf("%v: start NATS there, or set WATCHER_NATS_URL to where it listens", err)
-}
-
-// WaitConnected waits up to limit for connected to say true.
-func WaitConnected(ctx context.Context, connected func() bool, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for !connected() {
-		if time.Now().After(deadline) {
-			return errors.New("not connected within " + limit.String())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 // checkStore is where check's client keeps the session and its records:
