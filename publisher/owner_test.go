@@ -62,6 +62,14 @@ func TestStreamOwner(t *testing.T) {
 		}
 	})
 	t.Run("a stream without an owner is claimed by the first shop", func(t *testing.T) {
+		// Another stream keeps the account's store directory non-empty:
+		// after a delete, nats-server removes that directory in the
+		// background when it is empty, racing a create that follows at
+		// once (500 "error creating store for stream" under load). The
+		// daemon retries such an error; this test creates the stream once.
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"other.>"}}); err != nil {
+			t.Fatal(err)
+		}
 		if err := js.DeleteStream(ctx, "ORDERS"); err != nil {
 			t.Fatal(err)
 		}
