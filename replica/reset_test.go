@@ -135,3 +135,50 @@ func TestResetCarriesTheLegacyLimits(t *testing.T) {
 		t.Errorf("the group's own limits were overwritten: %v, %v", e, err)
 	}
 }
+
+// TestForcedResetUnderARunningActiveLastsUntilItsNextCheckpoint: a
+// forced reset while a replica is active clears the group's checkpoint,
+// but the active goes on from its own state file and writes the group's
+// checkpoint again, of its own watermark, at its next checkpoint (after
+// the next sweep with events, or CheckpointEvery, 10 s, after one
+// without) and at its stop: the reset is undone (logged by the active:
+// "the group's checkpoint is gone"). A state file in use cannot be
+// deleted, so a group starts over only with every replica stopped; the
+// README and docs/operations.md say so (-force: only for a holder known
+// to be gone).
+func TestForcedResetUnderARunningActiveLastsUntilItsNextCheckpoint(t *testing.T) {
+	g := newGroup(t)
+	ctx := context.Background()
+	wm := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	a := g.activeWithCheckpoint(&pipeline{}, wm)
+	b := g.start("b", &pipeline{})
+	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+
+	rep, err := replica.Reset(ctx, b.nc, g.bucket, []string{g.key}, replica.ResetOptions{Force: true})
+	if err != nil || rep.Holder.Instance != "a" || strings.Join(rep.Checkpoints, ",") != g.key {
+		t.Fatalf("forced Reset while a is active: %+v, %v; want a named and its checkpoint cleared", rep, err)
+	}
+	if _, found := g.checkpoint(); found {
+		t.Fatal("the checkpoint is still there after the reset")
+	}
+	wm = g.advance(a, wm.Add(time.Minute)) // a's next sweep: its checkpoint is back
+	if cp, _ := g.checkpoint(); cp.Instance != "a" {
+		t.Errorf("the group's checkpoint after the reset was written by %q, want the running active a", cp.Instance)
+	}
+	if !strings.Contains(a.logs.String(), "the group's checkpoint is gone") {
+		t.Errorf("a's log does not say that it wrote the cleared checkpoint again:\n%s", a.logs)
+	}
+
+	if _, err := replica.Reset(ctx, b.nc, g.bucket, []string{g.key}, replica.ResetOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	a.stop() // its last checkpoint: back again
+	cp, found := g.checkpoint()
+	if !found || cp.Instance != "a" || !strings.Contains(string(cp.State), wm.Format(time.RFC3339)) {
+		t.Errorf("the group's checkpoint after a forced reset and a's stop: %+v (found %v); want a's last, of %v", cp, found, wm)
+	}
+	waitFor(t, "b active", b.working)
+	if m, _ := b.store.Meta(); !m.Watermark.Equal(wm) {
+		t.Errorf("b took over at the watermark %v, want the running active's %v: the reset did not hold", m.Watermark, wm)
+	}
+}

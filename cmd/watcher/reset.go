@@ -15,7 +15,7 @@ import (
 // (replica.Reset).
 func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("reset", flag.ContinueOnError)
-	force := fl.Bool("force", false, "clear even while a replica is active (it writes its checkpoint again: stop it first)")
+	force := fl.Bool("force", false, "clear although a replica holds the lease: only for one known to be gone (a running one writes its checkpoint back, undoing the reset)")
 	withLease := fl.Bool("lease", false, "delete the lease too")
 	shop := shopFlag(fl)
 	if code, ok := parseArgs(fl, args, 0, stdout, stderr); !ok {
@@ -44,6 +44,9 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	none := func(s []string) string { return strings.Join(append(s, "none")[:max(len(s), 1)], ", ") }
 	fmt.Fprintf(stdout, "shop %s, buckets %s_*: checkpoints cleared: %s; snapshot dumps cleared: %s; leases cleared: %s\n",
 		cfg.Shop(), cfg.LeaseBucket, none(rep.Checkpoints), none(rep.Dumps), none(rep.Leases))
+	if rep.Holder.Instance != "" {
+		fmt.Fprintf(stderr, "watcher reset: %s held the lease: if it runs, its next checkpoint (within 10 s, and at its stop) undoes this reset; stop every replica, then reset again\n", rep.Holder.Instance)
+	}
 	files := "the replicas' state files (WATCHER_STATE_PATH; in Kubernetes their claims)"
 	if *shop != "" {
 		files = fmt.Sprintf("%s on every member of the fleet (the member running the shop: stop it, or remove the shop from the registry first)", cfg.StatePath)
