@@ -141,6 +141,17 @@ func change(t *testing.T, r *replica, id int64, before, after diff.State, publis
 	}
 }
 
+// threeEvents has the active a publish three events from t0's states:
+// order 7 moves twice, order 8 once. It returns their last states.
+func threeEvents(t *testing.T, a *replica) (s7, s8 diff.State) {
+	t.Helper()
+	s7a, s7b, s8 := orderState("6", t0.Add(time.Minute)), orderState("7", t0.Add(2*time.Minute)), orderState("6", t0.Add(2*time.Minute))
+	change(t, a, 7, orderState("5", t0), s7a, true)
+	change(t, a, 7, s7a, s7b, true)
+	change(t, a, 8, orderState("5", t0), s8, true)
+	return s7b, s8
+}
+
 func lookup(t *testing.T, s *state.Store, id int64) *diff.State {
 	t.Helper()
 	out := make([]*diff.State, 1)
@@ -171,15 +182,10 @@ func TestStandbyFollowsAndTakesOver(t *testing.T) {
 	// a's first sync: 50 orders, silently, then a checkpoint and a dump.
 	firstSync(t, a)
 
-	bctx, bstop := context.WithCancel(ctx)
-	bdone := make(chan struct{})
-	go func() { defer close(bdone); _ = b.m.Run(bctx) }()
+	bstop := runStandby(t, b)
 
 	// Then events: order 7 moves twice, order 8 once.
-	s7a, s7b, s8 := orderState("6", t0.Add(time.Minute)), orderState("7", t0.Add(2*time.Minute)), orderState("6", t0.Add(2*time.Minute))
-	change(t, a, 7, orderState("5", t0), s7a, true)
-	change(t, a, 7, s7a, s7b, true)
-	change(t, a, 8, orderState("5", t0), s8, true)
+	s7b, s8 := threeEvents(t, a)
 	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
 		t.Fatalf("Committed: %v %v", ok, err)
 	}
@@ -197,13 +203,7 @@ func TestStandbyFollowsAndTakesOver(t *testing.T) {
 	a.nc.Close()
 	a.stop()
 	<-a.done
-	waitFor(t, "b to hold the lease", 10*time.Second, b.lease.Active)
-	bstop()
-	<-bdone
-	restored, err := b.m.Takeover(ctx, b.lease, false)
-	if err != nil || !restored {
-		t.Fatalf("b's takeover: restored %v, %v", restored, err)
-	}
+	takesOver(t, b, bstop)
 	m, _ := b.store.Meta()
 	if !m.Watermark.Equal(s8.UpdatedAt.Time) || !m.BaselineDone || !m.Baseline.Equal(t0) {
 		t.Errorf("b's bookkeeping after the takeover: %+v; want the checkpoint's", m)
@@ -225,6 +225,30 @@ func TestStandbyFollowsAndTakesOver(t *testing.T) {
 	}
 	if st := lookup(t, a2.store, 9); st == nil || !st.Same(orderState("5", t0)) || a2.store.OutboxDepth() != 0 {
 		t.Errorf("a's order 9 = %+v, outbox %d; want the change undone", st, a2.store.OutboxDepth())
+	}
+}
+
+// runStandby runs b's mirror (Run) in the background until stop, which
+// waits for it to end (called again: nothing more), or the test's end.
+func runStandby(t *testing.T, b *replica) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.m.Run(ctx) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+// takesOver waits for the standby b to hold the lease, stops its mirror
+// (stop, runStandby) and has it take over: the test fails unless b
+// restored the group's state.
+func takesOver(t *testing.T, b *replica, stop func()) {
+	t.Helper()
+	waitFor(t, "b to hold the lease", 10*time.Second, b.lease.Active)
+	stop()
+	restored, err := b.m.Takeover(context.Background(), b.lease, false)
+	if err != nil || !restored {
+		t.Fatalf("b's takeover: restored %v, %v", restored, err)
 	}
 }
 

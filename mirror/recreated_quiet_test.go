@@ -25,17 +25,11 @@ import (
 func TestTakeoverBeforeTheDumpOfAQuietStreamCreatedAgain(t *testing.T) {
 	s, a, b := groupWithStandby(t)
 	ctx := context.Background()
-	s7a, s7b, s8 := orderState("6", t0.Add(time.Minute)), orderState("7", t0.Add(2*time.Minute)), orderState("6", t0.Add(2*time.Minute))
-	change(t, a, 7, orderState("5", t0), s7a, true)
-	change(t, a, 7, s7a, s7b, true)
-	change(t, a, 8, orderState("5", t0), s8, true)
+	_, s8 := threeEvents(t, a)
 	if ok, err := a.m.Committed(ctx, a.lease); err != nil || !ok {
 		t.Fatalf("a's checkpoint: %v %v", ok, err)
 	}
-	bctx, bstop := context.WithCancel(ctx)
-	bdone := make(chan struct{})
-	go func() { defer close(bdone); _ = b.m.Run(bctx) }()
-	defer func() { bstop(); <-bdone }()
+	bstop := runStandby(t, b)
 	waitFor(t, "b to mirror a's events", 10*time.Second, func() bool {
 		st := lookup(t, b.store, 8)
 		return st != nil && st.Same(s8) && b.m.Seq() == 3
@@ -55,13 +49,7 @@ func TestTakeoverBeforeTheDumpOfAQuietStreamCreatedAgain(t *testing.T) {
 	waitFor(t, "b to notice the new stream", 10*time.Second, func() bool { return b.m.Unproven() != "" })
 
 	die(a)
-	waitFor(t, "b to hold the lease", 10*time.Second, b.lease.Active)
-	bstop()
-	<-bdone
-	restored, err := b.m.Takeover(ctx, b.lease, false)
-	if err != nil || !restored {
-		t.Fatalf("b's takeover: restored %v, %v", restored, err)
-	}
+	takesOver(t, b, bstop)
 	if m, _ := b.store.Meta(); !m.Watermark.Equal(s8.UpdatedAt.Time) || !m.BaselineDone {
 		t.Errorf("b's bookkeeping after the takeover: %+v; want a's checkpoint's (watermark %v)", m, s8.UpdatedAt.Time)
 	}

@@ -215,10 +215,7 @@ func TestStreamCreatedAgain(t *testing.T) {
 	go func() { defer close(bdone); _ = b.m.Run(bctx) }()
 	defer func() { bstop(); <-bdone }()
 
-	s7a, s7b, s8 := orderState("6", t0.Add(time.Minute)), orderState("7", t0.Add(2*time.Minute)), orderState("6", t0.Add(2*time.Minute))
-	change(t, a, 7, orderState("5", t0), s7a, true)
-	change(t, a, 7, s7a, s7b, true)
-	change(t, a, 8, orderState("5", t0), s8, true)
+	s7b, s8 := threeEvents(t, a)
 	waitFor(t, "b to mirror the events", 10*time.Second, func() bool {
 		st := lookup(t, b.store, 8)
 		return st != nil && st.Same(s8) && b.m.Seq() == 3
