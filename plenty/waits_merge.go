@@ -31,9 +31,12 @@ func ShiftWaits(raw json.RawMessage, d time.Duration) (json.RawMessage, error) {
 }
 
 // MergeWaits combines this replica's "waits" record with the group's (on
-// this replica's clock): every wait of either with time left at now. A
-// group's record that does not decode is an error (the caller keeps its
-// own); an own record that does not decode counts as none.
+// this replica's clock): every wait of either with time left at now, a
+// wait that another binds at least as long as itself, from now on, taken
+// once (covers: the same answer read twice, or moved onto another
+// replica's clock). A group's record that does not decode is an error
+// (the caller keeps its own); an own record that does not decode counts
+// as none.
 func MergeWaits(own, group json.RawMessage, now time.Time) (json.RawMessage, error) {
 	var g, o waitsRecord
 	if err := json.Unmarshal(group, &g); err != nil {
@@ -44,17 +47,30 @@ func MergeWaits(own, group json.RawMessage, now time.Time) (json.RawMessage, err
 	}
 	out := waitsRecord{Waits: []Wait{}}
 	for _, w := range append(o.Waits, g.Waits...) {
-		if w.Remaining(now) <= 0 || slices.ContainsFunc(out.Waits, w.same) {
+		if w.Remaining(now) <= 0 || slices.ContainsFunc(out.Waits, func(v Wait) bool { return v.covers(w, now) }) {
 			continue
 		}
+		out.Waits = slices.DeleteFunc(out.Waits, func(v Wait) bool { return w.covers(v, now) })
 		out.Waits = append(out.Waits, w)
 	}
 	return json.Marshal(out)
 }
 
-// same says whether two waits are one (the same answer, read twice).
-func (w Wait) same(v Wait) bool {
-	return w.Until.Equal(v.Until) && w.Measured.Equal(v.Measured) && w.Reason == v.Reason && w.Announced == v.Announced
+// covers says whether w binds at least as long as v from now on, v being
+// the same answer (its reason and the service's times as w's) measured
+// no later, with the same length: a copy of v moved later (the replica
+// moves the group's copy onto its clock by a bound of the clocks'
+// difference, a few milliseconds more each time), or v itself. Such a
+// copy binds longer by every bound of Remaining but one: a wait whose
+// answer has not arrived yet on the reader's clock (Measured after now)
+// counts no time as passed, so its bound by the reset, when that
+// reckons from Measured, ends sooner; Remaining at now tells (that
+// bound of w stands still until its Measured, while all of v's run down).
+func (w Wait) covers(v Wait, now time.Time) bool {
+	return w.Reason == v.Reason && w.Why == v.Why && w.Announced == v.Announced &&
+		w.Reset.Equal(v.Reset) && w.ServerAt.Equal(v.ServerAt) &&
+		w.Until.Sub(w.Measured) == v.Until.Sub(v.Measured) && !w.Measured.Before(v.Measured) &&
+		w.Remaining(now) >= v.Remaining(now)
 }
 
 // shiftTime moves t by d; the zero time stays zero.
