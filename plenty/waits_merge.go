@@ -60,12 +60,11 @@ func MergeWaits(own, group json.RawMessage, now time.Time) (json.RawMessage, err
 // the same answer (its reason and the service's times as w's) measured
 // no later, with the same length: a copy of v moved later (the replica
 // moves the group's copy onto its clock by a bound of the clocks'
-// difference, a few milliseconds more each time), or v itself. Such a
-// copy binds longer by every bound of Remaining but one: a wait whose
-// answer has not arrived yet on the reader's clock (Measured after now)
-// counts no time as passed, so its bound by the reset, when that
-// reckons from Measured, ends sooner; Remaining at now tells (that
-// bound of w stands still until its Measured, while all of v's run down).
+// difference, a few milliseconds off each time), or v itself. Once its
+// Measured has passed, such a copy ends no sooner by every bound of
+// Remaining, on whatever clock both are moved to; before, its bound by a
+// reset that reckons from Measured stands still while v's runs down, and
+// may end sooner: Remaining at now tells.
 func (w Wait) covers(v Wait, now time.Time) bool {
 	return w.Reason == v.Reason && w.Why == v.Why && w.Announced == v.Announced &&
 		w.Reset.Equal(v.Reset) && w.ServerAt.Equal(v.ServerAt) &&
