@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	mergeSimSeeds = flag.Int("merge-sim-seeds", 0, "TestSessionsMergeSimulation, TestWaitsMergeSimulation: seeds to run (0: 300; make merge-sim runs many)")
+	mergeSimSeeds = flag.Int("merge-sim-seeds", 0, "TestSessionsMergeSimulation, TestWaitsMergeSimulation: seeds to run (0: 100; make merge-sim runs many)")
 	mergeSimFirst = flag.Uint64("merge-sim-first", 1, "TestSessionsMergeSimulation, TestWaitsMergeSimulation: the first seed")
 )
 
@@ -20,7 +20,7 @@ var (
 func mergeSeeds(t *testing.T, name string, run func(seed uint64) error) {
 	seeds := *mergeSimSeeds
 	if seeds <= 0 {
-		seeds = 300
+		seeds = 100
 	}
 	for seed := *mergeSimFirst; seed < *mergeSimFirst+uint64(seeds); seed++ {
 		if err := run(seed); err != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	mergeSimSeeds = flag.Int("merge-sim-seeds", 0, "TestBudgetMergeSimulation: seeds to run (0: 60; make merge-sim runs many)")
+	mergeSimSeeds = flag.Int("merge-sim-seeds", 0, "TestBudgetMergeSimulation: seeds to run (0: 25; make merge-sim runs many)")
 	mergeSimFirst = flag.Uint64("merge-sim-first", 1, "TestBudgetMergeSimulation: the first seed")
 )
 
@@ -31,7 +31,7 @@ var (
 func TestBudgetMergeSimulation(t *testing.T) {
 	seeds := *mergeSimSeeds
 	if seeds <= 0 {
-		seeds = 60
+		seeds = 25
 	}
 	for seed := *mergeSimFirst; seed < *mergeSimFirst+uint64(seeds); seed++ {
 		if err := budgetMergeSeed(seed); err != nil {
