@@ -123,17 +123,7 @@ func TestAReplicasKeptLiveWaitTheGroupHasGoesNotBack(t *testing.T) {
 	_ = a.store.Close()
 	waitFor(t, "b active", b.working)
 
-	burst := now.Add(-time.Hour)
-	bState := poller.BudgetState{Level: capacity - 3000, At: burst, Limit: daily, Costs: []int{1, 1, 1}, Mean: 1, Cycles: 3,
-		Spent: map[string]poller.Spend{"a-tenure": {Calls: 100, At: before}, "b-tenure": {Calls: 3000, At: burst}}}
-	if err := b.rep.Records(b.store).SaveRecord(poller.BudgetRecord, bState); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "b's budget in the group", func() bool { return strings.Contains(g.limits(), "b-tenure") })
-	truth, _ := json.Marshal(bState)
-	at := time.Now()
-	want := budgetNow(t, truth, at) + 1
-
+	want, at := burstOfB(t, g, b, before)
 	a2 := g.restartStandby(path)
 	if !strings.Contains(a2.logs.String(), "an earlier process on this state file kept") {
 		t.Fatal("a's restart found no replica.unsent: the case is not reached")
@@ -144,6 +134,34 @@ func TestAReplicasKeptLiveWaitTheGroupHasGoesNotBack(t *testing.T) {
 	if err := json.Unmarshal([]byte(g.limits()), &v); err != nil || v.Writer.Instance != "b" {
 		t.Errorf("after a's restart the group's limits were written by %q (%v), want b's still: a wrote back what the group had (%s)", v.Writer.Instance, err, g.limits())
 	}
+	noRefundSinceRestart(t, g, a2, b, want, at)
+}
+
+// burstOfB has b, active after a (a's budget full five hours ago, before,
+// with its tenure's 100 calls), save its budget after a burst of 3,000
+// calls an hour ago, four hours at a full bucket after the takeover: want
+// is the most a budget continuing the group's may then spend at at (b's,
+// and a call for the rounding).
+func burstOfB(t *testing.T, g *group, b *member, before time.Time) (want float64, at time.Time) {
+	t.Helper()
+	const daily = 166000
+	burst := before.Add(4 * time.Hour)
+	bState := poller.BudgetState{Level: 0.25*daily/24 - 3000, At: burst, Limit: daily, Costs: []int{1, 1, 1}, Mean: 1, Cycles: 3,
+		Spent: map[string]poller.Spend{"a-tenure": {Calls: 100, At: before}, "b-tenure": {Calls: 3000, At: burst}}}
+	if err := b.rep.Records(b.store).SaveRecord(poller.BudgetRecord, bState); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's budget in the group", func() bool { return strings.Contains(g.limits(), "b-tenure") })
+	truth, _ := json.Marshal(bState)
+	at = time.Now()
+	return budgetNow(t, truth, at) + 1, at
+}
+
+// noRefundSinceRestart checks, after a2 (a restarted on its state file)
+// mirrors, that neither the group's budget nor a2's, once it has taken
+// over from b (killed now), allows more than want at at (burstOfB).
+func noRefundSinceRestart(t *testing.T, g *group, a2, b *member, want float64, at time.Time) {
+	t.Helper()
 	if got := budgetNow(t, g.groupRecord(t, poller.BudgetRecord), at); got > want {
 		t.Errorf("after a's restart the group's budget is %.0f calls, b's own is %.0f: b's spend refunded (group's limits %s)", got, want-1, g.limits())
 	}
