@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 60s
 
-.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness busy-day sim-reads fleet-scale fleet-process-scale fleet-cluster fleet-sim-long nats-compat chaos-long
+.PHONY: all test vet fmt bench fuzz fuzz-corpus demo sim faults faults-short soak freshness busy-day sim-reads fleet-scale fleet-process-scale fleet-cluster fleet-sim-long nats-compat chaos-long merge-sim
 
 all: fmt vet test
 
@@ -50,6 +50,14 @@ CHAOS_SEEDS ?= 20
 CHAOS_FOR ?= 40s
 chaos-long:
 	$(GO) test -race -count=1 -timeout=0 -run 'TestTakeoverChaos' -v ./replica -args -chaos-long -chaos-seeds=$(CHAOS_SEEDS) -chaos-for=$(CHAOS_FOR)
+
+# The group's merges (budget, sessions, waits) at length: MERGE_SEEDS seeds
+# of each seeded randomized test from MERGE_FIRST (a failing seed prints
+# its replay command).
+MERGE_SEEDS ?= 20000
+MERGE_FIRST ?= 1
+merge-sim:
+	$(GO) test -count=1 -timeout=0 -run 'TestBudgetMergeSimulation|TestSessionsMergeSimulation|TestWaitsMergeSimulation' ./poller ./plenty -args -merge-sim-seeds=$(MERGE_SEEDS) -merge-sim-first=$(MERGE_FIRST)
 
 # The fault suite at full length: the real binary under kill -9 (50 cycles),
 # a 30 s NATS outage, tight limits and 429 storms, garbage responses, short

@@ -35,9 +35,12 @@ func ShiftSessions(raw json.RawMessage, d time.Duration) (json.RawMessage, error
 // and lifetime known (this replica's first). The sessions are each
 // client's (sessions_group.go): this replica's own as it saved them (a
 // session it knows closed is not brought back by an older copy of its
-// record), every other client's as its latest record says. Records that
-// name no client (an earlier version's) are joined. A group's record
-// that does not decode is an error (the caller keeps its own).
+// record), every other client's as its latest record says. The sessions
+// of records that name no client (an earlier version's, or one merged
+// into none) are nobody's to close: joined, the own's when neither names
+// one, else kept as unnamedClient's; the others such records hold are
+// merged as any. A group's record that does not decode is an error (the
+// caller keeps its own).
 func MergeSessions(own, group json.RawMessage, now time.Time) (json.RawMessage, error) {
 	var g, o guardRecord
 	if err := json.Unmarshal(group, &g); err != nil {
@@ -50,30 +53,11 @@ func MergeSessions(own, group json.RawMessage, now time.Time) (json.RawMessage, 
 	if g.NotBefore.After(o.NotBefore) {
 		out.NotBefore, out.Wait, out.Reason, out.Kind = g.NotBefore, g.Wait, g.Reason, g.Kind
 	}
-	live := func(ends []time.Time) (out []time.Time) {
-		for _, end := range ends {
-			if end.After(now) && !slices.ContainsFunc(out, end.Equal) {
-				out = append(out, end)
-			}
-		}
-		return out
-	}
+	out.UnsureEnds = liveEnds(o.UnsureEnds, now)
 	if o.Owner == "" && g.Owner == "" {
-		out.UnsureEnds = live(append(o.UnsureEnds, g.UnsureEnds...))
-	} else {
-		out.UnsureEnds = live(o.UnsureEnds)
-		out.Others = map[string]sessionsOf{}
-		for _, r := range []guardRecord{o, g} {
-			for k, s := range r.clients() {
-				if k != o.Owner || o.Owner == "" {
-					noteOthers(out.Others, k, s, now)
-				}
-			}
-		}
-		if len(out.Others) == 0 {
-			out.Others = nil
-		}
+		out.UnsureEnds = liveEnds(append(slices.Clone(o.UnsureEnds), g.UnsureEnds...), now)
 	}
+	out.Others = mergeOthers(o, g, now)
 	if out.Limit <= 0 {
 		out.Limit = g.Limit
 	}
@@ -85,4 +69,53 @@ func MergeSessions(own, group json.RawMessage, now time.Time) (json.RawMessage, 
 		out.SavedAt = g.SavedAt
 	}
 	return json.Marshal(out)
+}
+
+// unnamedClient keeps, in a record that names its client, the sessions of
+// a record that named none (an earlier version's writer's): no client
+// closes them, every merge joins them. (A client's own name is hex.)
+const unnamedClient = "unnamed"
+
+// mergeOthers is the other clients' sessions of the records o (own) and
+// g merged at now: each client's latest list, but o's writer's (its own),
+// and the sessions of no named client joined (unnamedClient).
+func mergeOthers(o, g guardRecord, now time.Time) map[string]sessionsOf {
+	out := map[string]sessionsOf{}
+	var unnamed sessionsOf
+	join := func(s sessionsOf) {
+		unnamed.Ends = append(unnamed.Ends, s.Ends...)
+		if s.SavedAt.After(unnamed.SavedAt) {
+			unnamed.SavedAt = s.SavedAt
+		}
+	}
+	for _, r := range []guardRecord{o, g} {
+		for k, s := range r.clients() {
+			switch {
+			case k == unnamedClient:
+				join(s)
+			case k != o.Owner || o.Owner == "":
+				noteOthers(out, k, s, now)
+			}
+		}
+	}
+	if o.Owner != "" && g.Owner == "" {
+		join(sessionsOf{Ends: g.UnsureEnds, SavedAt: g.SavedAt})
+	}
+	if ends := liveEnds(unnamed.Ends, now); len(ends) > 0 {
+		out[unnamedClient] = sessionsOf{Ends: ends, SavedAt: unnamed.SavedAt}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// liveEnds is the ends after now, each once.
+func liveEnds(ends []time.Time, now time.Time) (out []time.Time) {
+	for _, end := range ends {
+		if end.After(now) && !slices.ContainsFunc(out, end.Equal) {
+			out = append(out, end)
+		}
+	}
+	return out
 }

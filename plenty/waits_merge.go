@@ -31,9 +31,12 @@ func ShiftWaits(raw json.RawMessage, d time.Duration) (json.RawMessage, error) {
 }
 
 // MergeWaits combines this replica's "waits" record with the group's (on
-// this replica's clock): every wait of either with time left at now. A
-// group's record that does not decode is an error (the caller keeps its
-// own); an own record that does not decode counts as none.
+// this replica's clock): every wait of either with time left at now, a
+// wait that another binds at least as long as itself, from now on, taken
+// once (covers: the same answer read twice, or moved onto another
+// replica's clock). A group's record that does not decode is an error
+// (the caller keeps its own); an own record that does not decode counts
+// as none.
 func MergeWaits(own, group json.RawMessage, now time.Time) (json.RawMessage, error) {
 	var g, o waitsRecord
 	if err := json.Unmarshal(group, &g); err != nil {
@@ -44,17 +47,29 @@ func MergeWaits(own, group json.RawMessage, now time.Time) (json.RawMessage, err
 	}
 	out := waitsRecord{Waits: []Wait{}}
 	for _, w := range append(o.Waits, g.Waits...) {
-		if w.Remaining(now) <= 0 || slices.ContainsFunc(out.Waits, w.same) {
+		if w.Remaining(now) <= 0 || slices.ContainsFunc(out.Waits, func(v Wait) bool { return v.covers(w, now) }) {
 			continue
 		}
+		out.Waits = slices.DeleteFunc(out.Waits, func(v Wait) bool { return w.covers(v, now) })
 		out.Waits = append(out.Waits, w)
 	}
 	return json.Marshal(out)
 }
 
-// same says whether two waits are one (the same answer, read twice).
-func (w Wait) same(v Wait) bool {
-	return w.Until.Equal(v.Until) && w.Measured.Equal(v.Measured) && w.Reason == v.Reason && w.Announced == v.Announced
+// covers says whether w binds at least as long as v from now on, v being
+// the same answer (its reason and the service's times as w's) measured
+// no later, with the same length: a copy of v moved later (the replica
+// moves the group's copy onto its clock by a bound of the clocks'
+// difference, a few milliseconds off each time), or v itself. Once its
+// Measured has passed, such a copy ends no sooner by every bound of
+// Remaining, on whatever clock both are moved to; before, its bound by a
+// reset that reckons from Measured stands still while v's runs down, and
+// may end sooner: Remaining at now tells.
+func (w Wait) covers(v Wait, now time.Time) bool {
+	return w.Reason == v.Reason && w.Why == v.Why && w.Announced == v.Announced &&
+		w.Reset.Equal(v.Reset) && w.ServerAt.Equal(v.ServerAt) &&
+		w.Until.Sub(w.Measured) == v.Until.Sub(v.Measured) && !w.Measured.Before(v.Measured) &&
+		w.Remaining(now) >= v.Remaining(now)
 }
 
 // shiftTime moves t by d; the zero time stays zero.

@@ -101,9 +101,10 @@ func (b *Budget) capacity() float64 {
 }
 
 // refill brings the bucket to now under what the service last said
-// (and what other replicas of the group spent: absorb).
+// (and what other replicas of the group spent: absorb, after the refill,
+// as if spent at now: taken before it, a full bucket's refill since would
+// pay it back).
 func (b *Budget) refill(now time.Time, th plenty.Throttle) {
-	b.absorb()
 	long := th.Long
 	if long.Present && long.Limit > 0 && long.Limit != b.limit {
 		full := b.limit == 0
@@ -112,15 +113,14 @@ func (b *Budget) refill(now time.Time, th plenty.Throttle) {
 			b.level = b.capacity()
 		}
 	}
-	if b.limit == 0 {
-		b.at = now
-		return
-	}
-	if !b.at.IsZero() && now.After(b.at) {
-		b.level += b.rate() * now.Sub(b.at).Seconds()
+	if b.limit > 0 {
+		if !b.at.IsZero() && now.After(b.at) {
+			b.level += b.rate() * now.Sub(b.at).Seconds()
+		}
+		b.level = min(b.level, b.capacity())
 	}
 	b.at = now
-	b.level = min(b.level, b.capacity())
+	b.absorb()
 }
 
 // avail is the level the sweeps may use under what the service last said:

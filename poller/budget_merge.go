@@ -35,12 +35,16 @@ func ShiftBudget(raw json.RawMessage, d time.Duration) (json.RawMessage, error) 
 // (on this replica's clock). With newer the group's is a later state of
 // the same budget (written after the checkpoint this replica restored,
 // by that checkpoint's writer) and replaces it. Otherwise the merge only
-// spends: this replica's level (its refill counts) less what the group's
-// counts of calls add to the ones it knew (budget_group.go), the later
-// next sweep; the costs and the limit of this replica's when it knows
-// them. A group's record without counts (an earlier version's) merges to
-// the lower level, as measured at the later time. A group's record that
-// does not decode is an error (the caller keeps its own).
+// spends, whichever of the two is older: the level measured later (its
+// refill counts, whoever wrote it) less what the other's counts of calls
+// add to the ones it knew (budget_group.go), the later next sweep; the
+// costs and the limit of this replica's when it knows them. Taken from
+// the earlier level instead, those calls would be paid back by the
+// refill between the two times, which a full bucket never held: a refund
+// (two levels measured at one time merge to the lower). A record without
+// counts (an earlier version's, or a budget that took none) merges to the
+// lower level with its counts, as measured at the later time. A group's
+// record that does not decode is an error (the caller keeps its own).
 func MergeBudget(own, group json.RawMessage, newer bool) (json.RawMessage, error) {
 	var g, o BudgetState
 	if err := json.Unmarshal(group, &g); err != nil {
@@ -53,15 +57,7 @@ func MergeBudget(own, group json.RawMessage, newer bool) (json.RawMessage, error
 		return json.Marshal(o)
 	}
 	out := o
-	switch {
-	case len(g.Spent) > 0:
-		mergeSpent(&out, o.Spent, g.Spent)
-	default:
-		out.Level = min(o.Level, g.Level)
-		if g.At.After(o.At) {
-			out.At = g.At
-		}
-	}
+	out.Level, out.At, out.Spent = mergeLevels(o, g)
 	if g.Next.After(o.Next) {
 		out.Next, out.Gap = g.Next, g.Gap
 	}
@@ -72,4 +68,40 @@ func MergeBudget(own, group json.RawMessage, newer bool) (json.RawMessage, error
 		out.Checked = g.Checked
 	}
 	return json.Marshal(out)
+}
+
+// mergeLevels is the level of two budgets' records merged (MergeBudget),
+// when it was measured, and the counts it holds.
+func mergeLevels(o, g BudgetState) (float64, time.Time, map[string]Spend) {
+	from := func(base, other BudgetState) BudgetState {
+		mergeSpent(&base, base.Spent, other.Spent)
+		return base
+	}
+	if len(o.Spent) == 0 || len(g.Spent) == 0 {
+		// The lower level with its own counts only: its level need not
+		// count the other's (a count it held but did not take would be
+		// taken by no later merge).
+		low := o
+		if g.Level < o.Level {
+			low = g
+		}
+		return low.Level, later(o.At, g.At), low.Spent
+	}
+	switch {
+	case o.At.After(g.At):
+		m := from(o, g)
+		return m.Level, m.At, m.Spent
+	case g.At.After(o.At):
+		m := from(g, o)
+		return m.Level, m.At, m.Spent
+	}
+	a, b := from(o, g), from(g, o)
+	return min(a.Level, b.Level), a.At, a.Spent
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -128,31 +128,8 @@ func TestAKilledReplicasSentBudgetRefundsNoSpend(t *testing.T) {
 		}
 	}, "a-tenure")
 
-	burst := now.Add(-time.Hour)
-	bState := poller.BudgetState{Level: capacity - 3000, At: burst, Limit: daily, Costs: []int{1, 1, 1}, Mean: 1, Cycles: 3,
-		Spent: map[string]poller.Spend{"a-tenure": {Calls: 100, At: before}, "b-tenure": {Calls: 3000, At: burst}}}
-	if err := b.rep.Records(b.store).SaveRecord(poller.BudgetRecord, bState); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "b's budget in the group", func() bool { return strings.Contains(g.limits(), "b-tenure") })
-	truth, _ := json.Marshal(bState)
-	at := time.Now()
-	want := budgetNow(t, truth, at) + 1
-
-	a2 := g.restartStandby(path)
-	if got := budgetNow(t, g.groupRecord(t, poller.BudgetRecord), at); got > want {
-		t.Errorf("after a's restart the group's budget is %.0f calls, b's own is %.0f: b's spend refunded (group's limits %s)", got, want-1, g.limits())
-	}
-
-	b.kill()
-	waitFor(t, "a active again", a2.working)
-	var mine json.RawMessage
-	if found, err := a2.store.LoadRecord(poller.BudgetRecord, &mine); err != nil || !found {
-		t.Fatalf("a's budget after its takeover: %v %v", found, err)
-	}
-	if got := budgetNow(t, mine, at); got > want {
-		t.Errorf("after a's takeover from b its budget is %.0f calls, b's was %.0f: b's spend refunded (%s)", got, want-1, mine)
-	}
+	want, at := burstOfB(t, g, b, before)
+	noRefundSinceRestart(t, g, g.restartStandby(path), b, want, at)
 }
 
 // TestHolderShownAfterDemotionAndTakeover: the state report's holder
