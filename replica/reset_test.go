@@ -173,9 +173,11 @@ func TestForcedResetUnderARunningActiveLastsUntilItsNextCheckpoint(t *testing.T)
 		t.Fatal(err)
 	}
 	a.stop() // its last checkpoint: back again
+	// b may take over (and write its first checkpoint, of a's watermark,
+	// from its mirror) before this reads: either way the reset is undone.
 	cp, found := g.checkpoint()
-	if !found || cp.Instance != "a" || !strings.Contains(string(cp.State), wm.Format(time.RFC3339)) {
-		t.Errorf("the group's checkpoint after a forced reset and a's stop: %+v (found %v); want a's last, of %v", cp, found, wm)
+	if !found || (cp.Instance != "a" && cp.Instance != "b") || !strings.Contains(string(cp.State), wm.Format(time.RFC3339)) {
+		t.Errorf("the group's checkpoint after a forced reset and a's stop: %+v (found %v); want a's last (or b's first after it), of %v", cp, found, wm)
 	}
 	waitFor(t, "b active", b.working)
 	if m, _ := b.store.Meta(); !m.Watermark.Equal(wm) {
