@@ -33,13 +33,13 @@ func TestSingleShopIsAFleetOfOne(t *testing.T) {
 		return r
 	}
 	a := start("a")
-	testnats.WaitFor(t, "a active", 15*time.Second, a.w.Working)
+	testnats.WaitFor(t, "a active", 60*time.Second, a.w.Working)
 	b := start("b")
 	// b's first attempt made (its replica reads the holder after it):
-	testnats.WaitFor(t, "b a standby", 15*time.Second, func() bool { return b.w.rep.Report().Holder == "a" })
+	testnats.WaitFor(t, "b a standby", 60*time.Second, func() bool { return b.w.rep.Report().Holder == "a" })
 	a.stop()
 	<-a.done // released
-	testnats.WaitFor(t, "b active after a released the lease", 10*time.Second, b.w.Working)
+	testnats.WaitFor(t, "b active after a released the lease", 60*time.Second, b.w.Working)
 }
 
 // TestOneLimitsWatchPerProcess: a process running several shops watches

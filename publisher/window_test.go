@@ -68,7 +68,7 @@ func TestLostPubAckThenOutageLongerThanWindow(t *testing.T) {
 		c.OnError = func(error) { errs.Add(1) }
 	})
 	stop := startRun(t, p)
-	waitFor(t, 10*time.Second, "a publish without its PubAck", func() bool { return errs.Load() > 0 })
+	waitFor(t, 30*time.Second, "a publish without its PubAck", func() bool { return errs.Load() > 0 })
 	stop()
 	_, js := plainConn(t, srv.url())
 	if n := len(readStream(t, js, stream)); n == 0 {
@@ -101,7 +101,7 @@ func TestCrashBeforeDeleteThenRestartAfterWindow(t *testing.T) {
 	st.fail.Store(true)
 	first := newPublisher(t, connect(t, srv.url()), st)
 	stop := startRun(t, first)
-	waitFor(t, 10*time.Second, "deletes to fail", func() bool { return st.attempts.Load() >= 2 })
+	waitFor(t, 30*time.Second, "deletes to fail", func() bool { return st.attempts.Load() >= 2 })
 	stop() // the "killed" process: its acknowledged entries stay in the outbox
 	_, js := plainConn(t, srv.url())
 	stored := len(readStream(t, js, stream))
@@ -199,7 +199,7 @@ func TestSameSubjectSuccessorStoredBeforeCrash(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, 10*time.Second, "both events stored", func() bool { return len(ids()) == 2 })
+	waitFor(t, 30*time.Second, "both events stored", func() bool { return len(ids()) == 2 })
 	stop() // killed: both still in the outbox
 	time.Sleep(window + time.Second)
 	st.fail.Store(false)
