@@ -44,7 +44,10 @@ func TestLeastPrivilege(t *testing.T) {
 			c := testConfig(t, shop.URL, natsURL)
 			c.ShopID, c.Stream, c.SubjectPrefix, c.LeaseBucket = "shop-"+s, "ORDERS_"+strings.ToUpper(s), "orders_"+s, "ow_"+s
 			c.NATSUser, c.NATSPassword, c.InstanceID = "shop-"+s, "pw-"+s, instance
-			c.Lease, c.LeaseTTL, c.BaselineEvents = true, 2*time.Second, true
+			// The default TTL: the hand-over below is a release, and a
+			// short TTL lets a loaded machine's late renewal move the lease
+			// before the test stops a1.
+			c.Lease, c.LeaseTTL, c.BaselineEvents = true, 9*time.Second, true
 			return c
 		}
 		p := NATSPermissions(cfgs[s](""))
