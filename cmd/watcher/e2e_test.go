@@ -231,7 +231,7 @@ func startDemo(t *testing.T) <-chan string {
 
 func TestDemoPrintsEvents(t *testing.T) {
 	lines := startDemo(t)
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(90 * time.Second)
 	var head []string
 	for {
 		select {
@@ -247,7 +247,7 @@ func TestDemoPrintsEvents(t *testing.T) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("no event within 30s; the demo printed:\n%s", strings.Join(head, "\n"))
+			t.Fatalf("no event within 90s; the demo printed:\n%s", strings.Join(head, "\n"))
 		}
 	}
 }
