@@ -95,7 +95,7 @@ func TestOneLimitsWatchPerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	pending := func(w *Watcher) bool { p, ok := w.cl().Pacer().Pending(); return ok && p.Why == why }
-	testnats.WaitFor(t, "x's wait binding shop k's running client", 20*time.Second, func() bool { return pending(ws[k]) })
+	testnats.WaitFor(t, "x's wait binding shop k's running client", 60*time.Second, func() bool { return pending(ws[k]) })
 	for i, w := range ws {
 		if i != k && pending(w) {
 			t.Errorf("shop %d's client is bound by the wait x wrote to shop %d's limits", i, k)

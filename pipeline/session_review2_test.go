@@ -58,7 +58,7 @@ func TestKilledAfterANewLoginHandsTheNewSession(t *testing.T) {
 	testnats.WaitFor(t, "r0's new login", 60*time.Second, func() bool { return sim.Stats().LoginCalls == 2 })
 	sweeps("r0", 2) // the login's sweep is over, one more
 	r0.kill()
-	testnats.WaitFor(t, "r1 active", 30*time.Second, r1.w.Working)
+	testnats.WaitFor(t, "r1 active", 60*time.Second, r1.w.Working)
 	sweeps("r1", 2)
 	if s := sim.Stats(); s.LoginCalls != 2 || s.Unauthorized401 != 1 {
 		t.Errorf("after r0's new login and kill, r1's takeover: %d logins, %d 401s; want 2 and 1 (r1 goes on with r0's new session)",
