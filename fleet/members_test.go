@@ -38,7 +38,7 @@ func TestMembersJudgedByArrivalNotTheWritersClock(t *testing.T) {
 			}
 		}
 	}()
-	testnats.WaitForEvery(t, "m0 counting the lagging member", 10*time.Second, 100*time.Millisecond, func() bool {
+	testnats.WaitForEvery(t, "m0 counting the lagging member", 30*time.Second, 100*time.Millisecond, func() bool {
 		_, ok := m0.f.Report().Members["lagging"]
 		return ok
 	})

@@ -116,7 +116,7 @@ func TestFleetLeastPrivilege(t *testing.T) {
 	}
 	for _, id := range w.sim.IDs() {
 		key := lease.Key(id, "ORDERS")
-		testnats.WaitFor(t, id+"'s checkpoint and snapshot dump", 20*time.Second, func() bool {
+		testnats.WaitFor(t, id+"'s checkpoint and snapshot dump", 60*time.Second, func() bool {
 			_, errC := checkpoints.Get(ctx, key)
 			_, errD := dumps.GetInfo(ctx, key)
 			return errC == nil && errD == nil
@@ -128,7 +128,7 @@ func TestFleetLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ops.Close()
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	shop := w.sim.IDs()[1]
 	if rep, err := replica.RequestRescan(rctx, ops, lease.Key(shop, "ORDERS"), replica.RescanRequest{From: time.Now().Add(-time.Hour)}); err != nil || !rep.Accepted || rep.Instance != "m1" {

@@ -61,7 +61,8 @@ func Check(ctx context.Context, cfg *Config, version string, w io.Writer) (passe
 		// The documented way to try the password: a session of its own,
 		// kept nowhere (it stays open on the service until it expires).
 		report(nil, "no state file (WATCHER_STATE_PATH is empty): the session, the login guard and the service's waits are kept in memory only; this login opens a session of its own", "")
-		checkService(ctx, cfg, version, scope, &memoryStore{recs: map[string][]byte{}}, stdout, report)
+		checkService(ctx, cfg, version, scope, &memoryStore{recs: map[string][]byte{}},
+			"the session is kept in memory only (open on the service until it expires; `watcher run` does not see it)", stdout, report)
 	case errors.Is(err, state.ErrLocked):
 		checkRunning(ctx, cfg, stdout, report)
 		fmt.Fprintln(stdout, "WARN password not tried: a watcher runs on this state file, and a login of check's own would open a second session")
@@ -69,7 +70,7 @@ func Check(ctx context.Context, cfg *Config, version string, w io.Writer) (passe
 		report(StateOpenError(cfg.StatePath, err), "", "state file (no login without a place to keep the session)")
 	default:
 		report(nil, "state file "+cfg.StatePath+" (no watcher running on it)", "")
-		checkService(ctx, cfg, version, scope, store, stdout, report)
+		checkService(ctx, cfg, version, scope, store, "the session is kept in the state file for `watcher run`", stdout, report)
 		if err := store.Close(); err != nil {
 			report(err, "", "state file")
 		}
@@ -164,10 +165,11 @@ func WriteScope(w io.Writer, sp diff.ScopeSplit) {
 	}
 }
 
-// checkService logs in with the session kept in the state file (a new login
-// only when it holds no live one; the new session is stored there for
-// `watcher run`) and searches once.
-func checkService(ctx context.Context, cfg *Config, version string, scope diff.ScopeSplit, store checkStore, stdout io.Writer, report func(error, string, string)) {
+// checkService logs in with the session kept in store (a new login only
+// when it holds no live one; with the state file, the new session is
+// stored there for `watcher run`) and searches once. kept says where a new
+// session went, for the login line.
+func checkService(ctx context.Context, cfg *Config, version string, scope diff.ScopeSplit, store checkStore, kept string, stdout io.Writer, report func(error, string, string)) {
 	before, _ := store.LoadToken(ctx)
 	logins := 0 // login requests made (none: a stored or handed-over session was used)
 	// Bound like `watcher run` by what the state file holds (the login
@@ -189,7 +191,7 @@ func checkService(ctx context.Context, cfg *Config, version string, scope diff.S
 	}
 	err = client.Login(ctx)
 	after, _ := store.LoadToken(ctx)
-	okText := "logged in to " + cfg.PlentyURL + " as " + cfg.PlentyUsername + "; the session is kept in the state file for `watcher run`"
+	okText := "logged in to " + cfg.PlentyURL + " as " + cfg.PlentyUsername + "; " + kept
 	reused := after.AccessToken != "" && logins == 0
 	switch {
 	case reused && before.AccessToken != after.AccessToken:

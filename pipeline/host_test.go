@@ -33,13 +33,13 @@ func TestSingleShopIsAFleetOfOne(t *testing.T) {
 		return r
 	}
 	a := start("a")
-	testnats.WaitFor(t, "a active", 15*time.Second, a.w.Working)
+	testnats.WaitFor(t, "a active", 60*time.Second, a.w.Working)
 	b := start("b")
 	// b's first attempt made (its replica reads the holder after it):
-	testnats.WaitFor(t, "b a standby", 15*time.Second, func() bool { return b.w.rep.Report().Holder == "a" })
+	testnats.WaitFor(t, "b a standby", 60*time.Second, func() bool { return b.w.rep.Report().Holder == "a" })
 	a.stop()
 	<-a.done // released
-	testnats.WaitFor(t, "b active after a released the lease", 10*time.Second, b.w.Working)
+	testnats.WaitFor(t, "b active after a released the lease", 60*time.Second, b.w.Working)
 }
 
 // TestOneLimitsWatchPerProcess: a process running several shops watches
@@ -95,7 +95,7 @@ func TestOneLimitsWatchPerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	pending := func(w *Watcher) bool { p, ok := w.cl().Pacer().Pending(); return ok && p.Why == why }
-	testnats.WaitFor(t, "x's wait binding shop k's running client", 20*time.Second, func() bool { return pending(ws[k]) })
+	testnats.WaitFor(t, "x's wait binding shop k's running client", 60*time.Second, func() bool { return pending(ws[k]) })
 	for i, w := range ws {
 		if i != k && pending(w) {
 			t.Errorf("shop %d's client is bound by the wait x wrote to shop %d's limits", i, k)

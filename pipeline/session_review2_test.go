@@ -48,17 +48,17 @@ func restingShop(t *testing.T) (sim *plentysim.Server, url, nats string, sweeps 
 func TestKilledAfterANewLoginHandsTheNewSession(t *testing.T) {
 	sim, srvURL, nats, sweeps := restingShop(t)
 	r0 := runReplica(t, testConfig(t, srvURL, nats), "r0")
-	testnats.WaitFor(t, "r0 active", 15*time.Second, r0.w.Working)
+	testnats.WaitFor(t, "r0 active", 60*time.Second, r0.w.Working)
 	sweeps("r0", 3)
 	r1 := runReplica(t, testConfig(t, srvURL, nats), "r1")
-	testnats.WaitFor(t, "r1 a standby", 15*time.Second, func() bool { return r1.w.rep.Report().Holder != "" })
+	testnats.WaitFor(t, "r1 a standby", 60*time.Second, func() bool { return r1.w.rep.Report().Holder != "" })
 	sweeps("r0", 2)
 
 	sim.ExpireSessions()
-	testnats.WaitFor(t, "r0's new login", 15*time.Second, func() bool { return sim.Stats().LoginCalls == 2 })
+	testnats.WaitFor(t, "r0's new login", 60*time.Second, func() bool { return sim.Stats().LoginCalls == 2 })
 	sweeps("r0", 2) // the login's sweep is over, one more
 	r0.kill()
-	testnats.WaitFor(t, "r1 active", 30*time.Second, r1.w.Working)
+	testnats.WaitFor(t, "r1 active", 60*time.Second, r1.w.Working)
 	sweeps("r1", 2)
 	if s := sim.Stats(); s.LoginCalls != 2 || s.Unauthorized401 != 1 {
 		t.Errorf("after r0's new login and kill, r1's takeover: %d logins, %d 401s; want 2 and 1 (r1 goes on with r0's new session)",
@@ -76,7 +76,7 @@ func TestAtRestCheckpointsAreSkipped(t *testing.T) {
 	_, srvURL, url, sweeps := restingShop(t)
 	cfg := testConfig(t, srvURL, url)
 	r0 := runReplica(t, cfg, "r0")
-	testnats.WaitFor(t, "r0 active", 15*time.Second, r0.w.Working)
+	testnats.WaitFor(t, "r0 active", 60*time.Second, r0.w.Working)
 	sweeps("r0's first", 2)
 
 	kv, err := testnats.JetStream(t, url).KeyValue(t.Context(), cfg.LeaseBucket+"_checkpoint")

@@ -63,15 +63,15 @@ func TestTakenOverShopKeepsItsSession(t *testing.T) {
 		testnats.WaitFor(t, who+" calling the shop", 30*time.Second, func() bool { return sim.Stats().SearchCalls >= from+n })
 	}
 	cur := start("r0")
-	testnats.WaitFor(t, "r0 active", 15*time.Second, cur.w.Working)
+	testnats.WaitFor(t, "r0 active", 60*time.Second, cur.w.Working)
 	sweeps("r0", 3)
 	for i := 1; i <= 5; i++ {
 		name := fmt.Sprintf("r%d", i)
 		next := start(name)
-		testnats.WaitFor(t, name+" a standby", 15*time.Second, func() bool { return next.w.rep.Report().Holder != "" })
+		testnats.WaitFor(t, name+" a standby", 60*time.Second, func() bool { return next.w.rep.Report().Holder != "" })
 		cur.stop()
 		<-cur.done // released
-		testnats.WaitFor(t, name+" active", 15*time.Second, next.w.Working)
+		testnats.WaitFor(t, name+" active", 60*time.Second, next.w.Working)
 		sweeps(name, 3)
 		cur = next
 	}

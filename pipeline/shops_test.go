@@ -57,7 +57,7 @@ func TestShopIDKeepsItsGroupAcrossURLs(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = a.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	e2e.WaitFor(t, "a holding the lease", 10*time.Second, a.rep.Active)
+	e2e.WaitFor(t, "a holding the lease", 60*time.Second, a.rep.Active)
 	b, err := New(cfg("http://127.0.0.2:1"), Options{Logger: quiet()})
 	if err != nil {
 		t.Fatalf("the shop under its new URL refused: %v", err)

@@ -2,6 +2,7 @@ package plentysim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -264,14 +265,8 @@ func TestFailLogins(t *testing.T) {
 			if err := h.sim.FailLogins(2, kind); err != nil {
 				t.Fatal(err)
 			}
-			client := &http.Client{Timeout: 200 * time.Millisecond}
 			for i := range 2 {
-				resp, err := client.Post(h.srv.URL+PathLogin, "application/json", bytes.NewReader(loginBody("demo", "demo")))
-				var body []byte
-				if err == nil {
-					body, err = io.ReadAll(resp.Body)
-					resp.Body.Close()
-				}
+				resp, body, err := lostLogin(t, h, kind, i+1)
 				switch kind {
 				case LoginCut:
 					if err != nil || resp.StatusCode != 200 || json.Valid(body) || !bytes.Contains(body, []byte(`"expires_in":30`)) {
@@ -300,6 +295,37 @@ func TestFailLogins(t *testing.T) {
 	if err := newHarness(t, Config{}).sim.FailLogins(1, "slow"); err == nil {
 		t.Error("an unknown login fault must be refused")
 	}
+}
+
+// lostLogin posts a login whose answer the simulator loses and reads the
+// answer. The client gives up on a hanging one once the simulator has
+// opened its session (its n-th fault), not after a fixed time: on a
+// loaded machine the request may not reach the handler within a short
+// client timeout, and an answer that does come may come late.
+func lostLogin(t *testing.T, h *harness, kind LoginFault, n int) (*http.Response, []byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.srv.URL+PathLogin, bytes.NewReader(loginBody("demo", "demo")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if kind == LoginHang {
+		go func() {
+			for h.sim.Stats().FaultsInjected < n && ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+		}()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	var body []byte
+	if err == nil {
+		body, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	return resp, body, err
 }
 
 // FailRefreshes: the session is renewed (new tokens, the old ones refused)

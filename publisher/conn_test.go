@@ -80,7 +80,7 @@ func TestConnectBeforeServerStarts(t *testing.T) {
 		t.Error("Connected() = false")
 	}
 	srv.restart()
-	waitFor(t, 10*time.Second, "reconnect", func() bool { return strings.Contains(logs.String(), "NATS reconnected") })
+	waitFor(t, 30*time.Second, "reconnect", func() bool { return strings.Contains(logs.String(), "NATS reconnected") })
 
 	out := logs.String()
 	for _, line := range []string{"NATS not reachable yet", "NATS connected", "NATS disconnected", "NATS reconnected", "publishing failed", "publishing recovered"} {

@@ -57,7 +57,7 @@ func TestPublishJetStream(t *testing.T) {
 	})
 	startRun(t, p)
 	p.Notify()
-	waitFor(t, 10*time.Second, "empty outbox", func() bool { return st.OutboxDepth() == 0 })
+	waitFor(t, 30*time.Second, "empty outbox", func() bool { return st.OutboxDepth() == 0 })
 	if got := p.Published(); got != uint64(len(want)) {
 		t.Errorf("Published() = %d, want %d", got, len(want))
 	}
@@ -76,7 +76,7 @@ func TestPublishJetStream(t *testing.T) {
 	more := entries(5000, 5, 1)
 	commit(t, st, more)
 	p.Notify()
-	waitFor(t, 10*time.Second, "empty outbox", func() bool { return st.OutboxDepth() == 0 })
+	waitFor(t, 30*time.Second, "empty outbox", func() bool { return st.OutboxDepth() == 0 })
 	checkStream(t, readStream(t, js, stream), append(want, more...))
 }
 
@@ -147,9 +147,9 @@ func TestOutageLosesNothing(t *testing.T) {
 		}
 	}()
 
-	waitFor(t, 10*time.Second, "first events published", func() bool { return p.Published() >= 100 })
+	waitFor(t, 30*time.Second, "first events published", func() bool { return p.Published() >= 100 })
 	srv.shutdown()
-	waitFor(t, 10*time.Second, "disconnect noticed", func() bool { return !p.Connected() })
+	waitFor(t, 30*time.Second, "disconnect noticed", func() bool { return !p.Connected() })
 	depthAtOutage := st.OutboxDepth()
 	pagesAtOutage := pages.Load()
 	waitFor(t, 20*time.Second, "commits during the outage", func() bool { return pages.Load() >= pagesAtOutage+20 })
@@ -272,7 +272,7 @@ func TestOrderPerOrderUnderFailure(t *testing.T) {
 		t.Fatal("no failure reported")
 	}
 	// While it fails, nothing of order 7 is stored, and other orders go on.
-	waitFor(t, 10*time.Second, "other orders published", func() bool { return p.Published() >= 100 })
+	waitFor(t, 30*time.Second, "other orders published", func() bool { return p.Published() >= 100 })
 	for _, m := range readStream(t, js, stream) {
 		if strings.HasSuffix(m.Subject, ".7") && m.MsgID != "squatter" {
 			t.Fatalf("order 7's event %s stored while its first event is refused", m.Subject)
@@ -390,7 +390,7 @@ func TestFlushAndRunLifecycle(t *testing.T) {
 	})
 	t.Run("flush bounded by ctx while NATS is down", func(t *testing.T) {
 		srv.shutdown()
-		waitFor(t, 10*time.Second, "disconnect", func() bool { return !p.Connected() })
+		waitFor(t, 30*time.Second, "disconnect", func() bool { return !p.Connected() })
 		commit(t, st, entries(3000, 5, 1))
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
@@ -447,9 +447,9 @@ func TestReady(t *testing.T) {
 	}
 	stop := startRun(t, p)
 	defer stop()
-	waitFor(t, 10*time.Second, "ready", func() bool { return p.Ready() == nil })
+	waitFor(t, 30*time.Second, "ready", func() bool { return p.Ready() == nil })
 	srv.shutdown()
-	waitFor(t, 10*time.Second, "not ready while NATS is down", func() bool { return p.Ready() != nil })
+	waitFor(t, 30*time.Second, "not ready while NATS is down", func() bool { return p.Ready() != nil })
 	srv.restart()
 	waitFor(t, 20*time.Second, "ready again", func() bool { return p.Ready() == nil })
 }

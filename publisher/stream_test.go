@@ -175,7 +175,7 @@ func TestEnsureStreamWithoutJetStreamPermission(t *testing.T) {
 
 func TestEnsureStreamJetStreamDisabled(t *testing.T) {
 	srv := runServer(t, func(o *server.Options) { o.JetStream = false })
-	p, err := publisher.New(connect(t, srv.url()), openStore(t, false), publisher.Config{Stream: stream, CreateStream: true, AckTimeout: time.Second})
+	p, err := publisher.New(connect(t, srv.url()), openStore(t, false), publisher.Config{Stream: stream, CreateStream: true, AckTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,13 @@ func TestCheckWithoutStateFile(t *testing.T) {
 	if strings.Contains(out.String(), "FAIL state file") {
 		t.Errorf("check without a state file fails on it:\n%s", out.String())
 	}
+	// The login line says where the session went: memory, not a file.
+	if strings.Contains(out.String(), "kept in the state file") {
+		t.Errorf("check without a state file says the session is kept in the state file:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "the session is kept in memory only") {
+		t.Errorf("check without a state file does not say the session is kept in memory only:\n%s", out.String())
+	}
 }
 
 // noStateCheckEnv configures check for the simulator over HTTP (the

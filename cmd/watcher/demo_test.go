@@ -34,7 +34,7 @@ func TestDemoSummaryOnSignal(t *testing.T) {
 	isEvent := func(l string) bool { return strings.Contains(l, " #") && strings.Contains(l, "orders.") }
 	var all []string
 	events := 0
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(90 * time.Second)
 	for events == 0 {
 		select {
 		case l, ok := <-lines:
@@ -46,7 +46,7 @@ func TestDemoSummaryOnSignal(t *testing.T) {
 				events++
 			}
 		case <-deadline:
-			t.Fatalf("no event within 30s:\n%s", strings.Join(all, "\n"))
+			t.Fatalf("no event within 90s:\n%s", strings.Join(all, "\n"))
 		}
 	}
 	cmd.Process.Signal(syscall.SIGTERM)

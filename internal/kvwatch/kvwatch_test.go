@@ -39,7 +39,7 @@ func TestRunHandsWhatItIsAskedFor(t *testing.T) {
 	expect(t, "every key", all, "b=3")
 	// The updates-only watch opened at some point before: written until
 	// it hands a change.
-	testnats.WaitFor(t, "the updates-only watch to hand a change", 10*time.Second, func() bool {
+	testnats.WaitFor(t, "the updates-only watch to hand a change", 30*time.Second, func() bool {
 		put("a.limits", "4")
 		select {
 		case got := <-limits:
