@@ -11,9 +11,16 @@ import (
 
 // LimitRecords are the records that bind the shop's calls, kept by the
 // whole hot-standby group, with how the group's copy merges with a
-// replica's (a wait only lengthens, a budget only spends).
+// replica's (a wait only lengthens, a budget only spends). The sealed
+// session is one of them: saved after a login or renewal, before the
+// first call with it, it reaches the group then, not with the next
+// checkpoint (a kill inside a long sweep after a login handed the
+// successor the session before, and it logged in again: a session more
+// towards the shop's limit). Its merge is the default one (the group's
+// when it is a later state of this replica's, else this replica's), and
+// the next checkpoint carries it too.
 func LimitRecords() ([]string, map[string]replica.Limit) {
-	return []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord}, map[string]replica.Limit{
+	return []string{plenty.WaitsRecord, plenty.SessionsRecord, poller.BudgetRecord, plenty.SealedSessionRecord}, map[string]replica.Limit{
 		plenty.WaitsRecord: {Shift: plenty.ShiftWaits, Merge: func(own, group json.RawMessage, _ bool, now time.Time) (json.RawMessage, error) {
 			return plenty.MergeWaits(own, group, now)
 		}},
@@ -23,6 +30,7 @@ func LimitRecords() ([]string, map[string]replica.Limit) {
 		poller.BudgetRecord: {Shift: poller.ShiftBudget, Merge: func(own, group json.RawMessage, later bool, _ time.Time) (json.RawMessage, error) {
 			return poller.MergeBudget(own, group, later)
 		}},
+		plenty.SealedSessionRecord: {Checkpointed: true},
 	}
 }
 

@@ -67,6 +67,11 @@ type Limit struct {
 	// the value own was restored from (it may replace it). An error says
 	// that the group's does not decode: own is kept.
 	Merge func(own, group json.RawMessage, groupLater bool, now time.Time) (json.RawMessage, error)
+	// Checkpointed: a save also makes the next verified sweep's checkpoint
+	// due, for a record whose later value no merge can tell (the sealed
+	// session: without Merge, another replica's write of the group's
+	// limits since makes a takeover keep the checkpoint's).
+	Checkpointed bool
 }
 
 // limitsValue is the value of the limits key.
@@ -110,6 +115,9 @@ func (n notifying) SaveRecord(name string, v any) error {
 	}
 	err := n.r.saveKept(n.RecordStore, name, v)
 	if err == nil {
+		if n.r.cfg.Merges[name].Checkpointed {
+			n.r.fresh.Store(true)
+		}
 		if a, ok := v.(Absorber); ok {
 			n.r.absorbers.Store(name, a)
 		}
