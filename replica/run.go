@@ -2,8 +2,11 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // role is what runs in this process: the pipeline's loops with the
@@ -207,14 +210,32 @@ func (r *Replica) takeover(ctx context.Context, p Pipeline, atStart bool) error 
 
 // startCheckpoints writes a checkpoint after each verified sweep, once the
 // outbox is empty (within CheckpointWait; else the next sweep's turn).
+// While no sweep ends for CheckpointEvery (a wait the service asked for,
+// a long sweep), it looks whether the group's checkpoint is still there
+// (one read, 1 s apart at least): gone (its bucket deleted or created
+// again), the checkpoint and the group's limits are written again from
+// this replica's state file at once, not at the next sweep's end, which
+// may be hours away; a successor meanwhile started without the shop's
+// session (a login more) and without the group's waits.
 func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 	return background(ctx, func(ctx context.Context) {
 		var last checkpointed
+		look := time.NewTicker(max(r.cfg.CheckpointEvery, time.Second))
+		defer look.Stop()
+		swept := r.now()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-r.swept:
+				swept = r.now()
+			case <-look.C:
+				if r.now().Sub(swept) < r.cfg.CheckpointEvery || !r.checkpointGone(ctx) {
+					continue
+				}
+				r.log.Warn("the group's checkpoint is gone (its bucket deleted or created again): written again from this replica's state file, with the group's limits")
+				r.fresh.Store(true)
+				r.pokeLimits()
 			}
 			added, due := r.checkpointDue(last)
 			if !due {
@@ -235,6 +256,15 @@ func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 			}
 		}
 	})
+}
+
+// checkpointGone says whether the group's checkpoint key is missing (an
+// error reading it: not known to be).
+func (r *Replica) checkpointGone(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := r.ckv.Get(ctx, r.Key())
+	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
 }
 
 // checkpointed is the checkpoint loop's last checkpoint: when, and the

@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -34,5 +35,45 @@ func TestANewSessionReachesTheGroupBeforeItsFirstCall(t *testing.T) {
 	var sealed struct{ Box string }
 	if found, err := b.store.LoadRecord(plenty.SealedSessionRecord, &sealed); !found || err != nil || sealed.Box != box {
 		t.Errorf("b took over with the sealed session %q (found %v, %v), want a's new one %q", sealed.Box, found, err, box)
+	}
+}
+
+// TestACheckpointBucketDeletedDuringAWaitIsWrittenAgain: the group's
+// checkpoint bucket is deleted (an operator, a NATS data loss) while the
+// active a makes no sweep and saves nothing (a wait the service asked
+// for: a 429's Retry-After, a spent daily quota). a, whose session is
+// live in its state file, writes the group's checkpoint and limits again
+// from its own records within CheckpointEvery; b, taking over after a's
+// kill, goes on with a's session. Before, nothing was written until a's
+// next sweep, and b took over without the session (a login more).
+func TestACheckpointBucketDeletedDuringAWaitIsWrittenAgain(t *testing.T) {
+	g := newGroup(t)
+	g.configure = func(_ string, c *replica.Config) { c.CheckpointEvery = time.Second }
+	wm := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	a := g.activeWithCheckpoint(&pipeline{}, wm)
+	const box = "c2Vzc2lvbg=="
+	if err := a.rep.Records(a.store).SaveRecord(plenty.SealedSessionRecord, map[string]any{"v": 1, "box": box}); err != nil {
+		t.Fatal(err)
+	}
+	g.advance(a, wm.Add(time.Minute))
+	if err := g.js.DeleteKeyValue(t.Context(), g.bucket+"_checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the group's checkpoint and limits written again with a's session", func() bool {
+		cp, ok := g.checkpoint()
+		kv, err := g.js.KeyValue(t.Context(), g.bucket+"_checkpoint")
+		if !ok || err != nil || !strings.Contains(string(cp.State), box) {
+			return false
+		}
+		e, err := kv.Get(t.Context(), g.key+".limits")
+		return err == nil && strings.Contains(string(e.Value()), box)
+	})
+	b := g.start("b", &pipeline{})
+	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+	a.kill()
+	waitFor(t, "b active", b.working)
+	var sealed struct{ Box string }
+	if found, err := b.store.LoadRecord(plenty.SealedSessionRecord, &sealed); !found || err != nil || sealed.Box != box {
+		t.Errorf("b took over with the sealed session %q (found %v, %v), want a's %q", sealed.Box, found, err, box)
 	}
 }
