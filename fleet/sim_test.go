@@ -99,9 +99,9 @@ func (s *sim) sessions() string {
 	var out []string
 	for _, id := range s.ids {
 		st := s.w.sim.Tenant(id).Stats()
-		out = append(out, fmt.Sprintf("%s %d logins", id, st.LoginCalls))
+		out = append(out, fmt.Sprintf("%s %d logins (%d sessions allowed)", id, st.LoginCalls, s.sessionsAllowed[id]))
 	}
-	return strings.Join(out, ", ") + fmt.Sprintf(" (%d sessions allowed)", s.sessionsAllowed)
+	return strings.Join(out, ", ")
 }
 
 // loginLog lists each shop's logins: member, time into the run, status.
@@ -145,8 +145,11 @@ type sim struct {
 	rewatch  chan struct{}                // the lease bucket was deleted: watch it again
 	snapshot atomic.Pointer[[]*simMember] // the live members, for the monitor
 
-	// sessionsAllowed is the simulator's session limit (see deleteBucket).
-	sessionsAllowed int
+	// sessionsAllowed is each shop's session limit on the simulator (see
+	// deleteBucket); exposed are the shops whose holder at a deletion of
+	// the checkpoint bucket had not written it again yet (see exposedTo).
+	sessionsAllowed map[string]int
+	exposed         []exposure
 }
 
 type holderAt struct {
@@ -177,11 +180,11 @@ func newSim(t *testing.T, seed uint64, shopsN int) *sim {
 		t: t, w: w, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), ids: w.sim.IDs(),
 		present: map[string]bool{}, share: map[string]float64{}, members: map[string]*simMember{},
 		nextOrd: map[string]int{}, holders: map[string][]holderAt{}, freeAt: map[string]time.Time{},
-		done: make(chan struct{}), t0: time.Now(), rewatch: make(chan struct{}, 1), sessionsAllowed: 3,
+		done: make(chan struct{}), t0: time.Now(), rewatch: make(chan struct{}, 1), sessionsAllowed: map[string]int{},
 	}
 	at := time.Now().Add(-time.Hour)
 	for i, id := range s.ids {
-		s.present[id], s.share[id] = true, 0.25
+		s.present[id], s.share[id], s.sessionsAllowed[id] = true, 0.25, 3
 		for k := range simOrders {
 			w.sim.Tenant(id).AddOrder(plentysim.Order{ID: int64(100000*(i+1) + k), StatusID: "5", CreatedAt: at, UpdatedAt: at})
 		}
@@ -260,6 +263,7 @@ func (s *sim) move() {
 	case r < 40 && len(live) > 1:
 		m := live[s.rng.IntN(len(live))]
 		s.note("kill %s", m.name)
+		s.exposedTo(m.name)
 		s.gone(m)
 		m.killed.Store(true)
 		m.kill()
@@ -272,6 +276,7 @@ func (s *sim) move() {
 			m.proxy.resume()
 		} else {
 			s.note("pause %s", m.name)
+			s.exposedTo(m.name)
 			m.paused.Store(true)
 			m.proxy.pause()
 		}
@@ -295,15 +300,7 @@ func (s *sim) deleteBucket(name string) {
 		s.note("  (%v)", err)
 	}
 	if name == "orderwatch_checkpoint" {
-		// The checkpoints carried the shops' sessions (sealed): a member
-		// that takes a shop before its active wrote the checkpoint again
-		// logs in (docs/fleet.md, Known limits), and the service keeps
-		// the earlier session for a day. One more session per deletion,
-		// so that only another cause of a login runs into the limit.
-		s.sessionsAllowed++
-		for _, id := range s.ids {
-			s.w.sim.Tenant(id).SetMaxSessions(s.sessionsAllowed)
-		}
+		s.checkpointsDeleted()
 	}
 	if name == "orderwatch_lease" {
 		// Who holds what is unknown until the test's watch is on the
@@ -318,6 +315,61 @@ func (s *sim) deleteBucket(name string) {
 		default:
 		}
 	}
+}
+
+// exposure is a shop whose holder may not have written the deleted
+// checkpoint bucket again (its limits and checkpoint, which carry the
+// shop's sealed session) before until.
+type exposure struct {
+	shop, holder string
+	until        time.Time
+}
+
+// rewriteWithin bounds when a shop's live active writes its limits and
+// checkpoint again after the checkpoint bucket was deleted: at its next
+// sweep's end, or within two CheckpointEvery (10 s) when none ends.
+const rewriteWithin = 20 * time.Second
+
+// checkpointsDeleted: the checkpoints and limits keys carried the shops'
+// sessions (sealed). Each shop's live active writes them again from its
+// state file (no login); a member that takes a shop before that, from a
+// holder cut off from NATS (killed, paused) or in the middle of a
+// takeover, logs in (docs/fleet.md, Known limits), and the service keeps
+// the earlier session for a day. One more session for such a shop only,
+// so that every other cause of a login runs into the limit.
+func (s *sim) checkpointsDeleted() {
+	now := time.Now()
+	for _, id := range s.ids {
+		holder, since := s.holderSince(lease.Key(id, "ORDERS"), now)
+		m, live := s.members[holder]
+		if !live || m.paused.Load() || now.Sub(since) < rewriteWithin {
+			s.allowOneMore(id, "holder "+holder+" cut off or taking over at the deletion")
+			continue
+		}
+		s.exposed = append(s.exposed, exposure{shop: id, holder: holder, until: now.Add(rewriteWithin)})
+	}
+}
+
+// exposedTo: the member is killed or paused; a shop it held at a deletion
+// of the checkpoint bucket within rewriteWithin may have lost its session.
+func (s *sim) exposedTo(member string) {
+	now := time.Now()
+	s.exposed = slices.DeleteFunc(s.exposed, func(e exposure) bool {
+		if !now.Before(e.until) {
+			return true
+		}
+		if e.holder != member {
+			return false
+		}
+		s.allowOneMore(e.shop, "holder "+member+" cut off after the deletion")
+		return true
+	})
+}
+
+func (s *sim) allowOneMore(id, why string) {
+	s.sessionsAllowed[id]++
+	s.w.sim.Tenant(id).SetMaxSessions(s.sessionsAllowed[id])
+	s.note("  %s: %d sessions allowed (%s)", id, s.sessionsAllowed[id], why)
 }
 
 // unknownHolder marks a lease timeline where the test's watch lost sight.
@@ -520,6 +572,20 @@ func (s *sim) follow(ctx context.Context, w jetstream.KeyWatcher) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// holderSince is the recorded holder of a lease key at a time and since
+// when it holds it.
+func (s *sim) holderSince(key string, at time.Time) (h string, since time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.holders[key] {
+		if e.at.After(at) {
+			break
+		}
+		h, since = e.holder, e.at
+	}
+	return h, since
 }
 
 // holderAt is the recorded holder of a lease key at a time.
