@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,8 +29,16 @@ type replicaRun struct {
 // until stop or the end of the test.
 func runReplica(t *testing.T, cfg *Config, instance string) *replicaRun {
 	t.Helper()
+	return runReplicaWith(t, cfg, instance, replica.Tuning{})
+}
+
+// runReplicaWith is runReplica with the replica's tuning (Tick and Retry
+// 50 ms unless set).
+func runReplicaWith(t *testing.T, cfg *Config, instance string, tuning replica.Tuning) *replicaRun {
+	t.Helper()
 	cfg.Lease, cfg.InstanceID = true, instance
-	w, err := New(cfg, Options{Logger: quiet(), Replica: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond}})
+	tuning.Tick, tuning.Retry = cmp.Or(tuning.Tick, 50*time.Millisecond), cmp.Or(tuning.Retry, 50*time.Millisecond)
+	w, err := New(cfg, Options{Logger: quiet(), Replica: tuning})
 	if err != nil {
 		t.Fatal(err)
 	}
