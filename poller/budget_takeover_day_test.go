@@ -97,6 +97,10 @@ type takeoverSim struct {
 	levelAt   time.Time
 	unknown   float64 // calls the active's budget cannot know yet (a late write on its way)
 	group     groupRec
+	// before is the group's record and the checkpoint before the last
+	// sweep's write, and that sweep's calls (a kill may lose the write).
+	before    [2]groupRec
+	lastCalls int
 	ckpt      groupRec
 	file      [2]json.RawMessage
 	active    int
@@ -199,6 +203,13 @@ func (s *takeoverSim) takeover(t time.Time) (time.Time, error) {
 	killed := s.rng.IntN(4) == 0
 	if killed {
 		pause = killPause
+		if s.rng.IntN(2) == 0 {
+			// Killed between its save and the write of the group's record:
+			// its state file keeps the last sweep (replica.unsent), written
+			// when it has started again, a few minutes later.
+			s.group, s.ckpt = s.before[0], s.before[1]
+			s.late, s.lateAt, s.unknown = s.file[old], t.Add(time.Duration(10+s.rng.IntN(170))*time.Second), float64(s.lastCalls)
+		}
 	}
 	if !killed && s.rng.IntN(4) == 0 {
 		lt := t.Add(time.Duration(s.rng.IntN(1000)) * time.Millisecond)
@@ -257,6 +268,7 @@ func (s *takeoverSim) sweep(t time.Time, probe bool) (time.Time, error) {
 	gap, _ := s.b.Gap(done, s.interval, s.th(t.Add(took)))
 	s.b.SetNext(local.Add(max(gap, took)), gap)
 	s.file[s.active], _ = json.Marshal(s.b.Snapshot())
+	s.before, s.lastCalls = [2]groupRec{s.group, s.ckpt}, calls
 	if err := s.write(s.active, s.file[s.active], t.Add(took)); err != nil {
 		return t, err
 	}
