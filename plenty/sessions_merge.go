@@ -93,7 +93,21 @@ func mergeOthers(o, g guardRecord, now time.Time) map[string]sessionsOf {
 		theirs.Ends = append(slices.Clone(theirs.Ends), g.UnsureEnds...)
 		theirs.SavedAt = later(theirs.SavedAt, g.SavedAt)
 	}
-	if ends := joinEnds(liveEnds(mine.Ends, now), liveEnds(theirs.Ends, now)); len(ends) > 0 {
+	// A session a named client lists (its writer's own record of an
+	// earlier version, restored by this version's client as its own) is
+	// that client's: counted once.
+	var named []time.Time
+	if o.Owner != "" {
+		named = append(named, o.UnsureEnds...)
+	}
+	for _, s := range out {
+		named = append(named, s.Ends...)
+	}
+	ends := joinEnds(liveEnds(mine.Ends, now), liveEnds(theirs.Ends, now))
+	ends = slices.DeleteFunc(ends, func(end time.Time) bool {
+		return slices.ContainsFunc(named, func(n time.Time) bool { return n.Sub(end).Abs() <= copySlack })
+	})
+	if len(ends) > 0 {
 		out[unnamedClient] = sessionsOf{Ends: ends, SavedAt: later(mine.SavedAt, theirs.SavedAt)}
 	}
 	if len(out) == 0 {

@@ -42,3 +42,25 @@ func TestMergeSessionsTakesAShiftedUnnamedSessionOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeSessionsCountsAnAdoptedUnnamedSessionOnce: x ran an earlier
+// version and saved its session without naming itself; the group keeps it
+// as unnamed. x starts again in this version: its client takes the
+// session of its own record as its own (loadGuard) and names itself (x2).
+// Merged, the group counts that session once (not once as x2's and once
+// as unnamed). (Once x2 knows it closed, a copy another replica's client
+// kept as unnamed still counts it until its end: no client closes those.)
+func TestMergeSessionsCountsAnAdoptedUnnamedSessionOnce(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	end := now.Add(6 * time.Hour)
+	rec := func(r guardRecord) json.RawMessage { b, _ := json.Marshal(r); return b }
+	group := rec(guardRecord{Owner: "y", Limit: 3, SavedAt: now, Others: map[string]sessionsOf{unnamedClient: {Ends: []time.Time{end.Add(3 * time.Millisecond)}, SavedAt: now}}})
+	x2 := rec(guardRecord{Owner: "x2", UnsureEnds: []time.Time{end}, Limit: 3, SavedAt: now.Add(time.Minute)})
+	m, err := MergeSessions(x2, group, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := countedEnds(t, m, now); len(got) != 1 {
+		t.Errorf("x2's own record merged with the group's %s counts %v, want the one session", m, got)
+	}
+}
