@@ -16,8 +16,8 @@ import (
 // calls, not the 5,000 again (its level already counts them).
 func TestBudgetAbsorbsNoCountItsLevelHolds(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	const daily = 166000
-	full := plenty.Throttle{Long: plenty.Period{Present: true, Limit: daily, CallsLeft: -1}}
+	const daily = dayDaily
+	full := unlimitedDay()
 	old := Spend{Calls: 5000, At: t0.Add(-spentHorizon + time.Minute)}
 	capacity := 0.25 * daily / 24
 	rec := BudgetState{Level: capacity - 100, At: t0, Limit: daily, Costs: []int{1, 1, 1}, Mean: 1, Cycles: 3,
@@ -36,4 +36,10 @@ func TestBudgetAbsorbsNoCountItsLevelHolds(t *testing.T) {
 	if got := mustRemaining(b, now, full); got < before-10-1e-6 {
 		t.Errorf("level %.0f after x's 10 calls absorbed (from %.0f): the old tenure's 5,000 calls its level counted taken again", got, before)
 	}
+}
+
+// unlimitedDay is what the service says of its daily quota (166,000 calls)
+// when the calls left are not read.
+func unlimitedDay() plenty.Throttle {
+	return plenty.Throttle{Long: plenty.Period{Present: true, Limit: dayDaily, CallsLeft: -1}}
 }

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
-
-	"github.com/orderwatch/orderwatch/plenty"
 )
 
 // TestMergeBudgetWithAnUncountedRecordLetsGo: the group's record is an
@@ -20,8 +18,8 @@ import (
 // their pace for an hour and more).
 func TestMergeBudgetWithAnUncountedRecordLetsGo(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	const daily = 166000
-	th := plenty.Throttle{Long: plenty.Period{Present: true, Limit: daily, CallsLeft: -1}}
+	const daily = dayDaily
+	th := unlimitedDay()
 	group, _ := json.Marshal(BudgetState{Level: -5000, At: t0, Limit: daily, Costs: []int{1, 1, 1}, Mean: 1, Cycles: 3})
 	var s BudgetState
 	_ = json.Unmarshal(group, &s)
