@@ -53,11 +53,14 @@ chaos-long:
 
 # The group's merges (budget, sessions, waits) at length: MERGE_SEEDS seeds
 # of each seeded randomized test from MERGE_FIRST (a failing seed prints
-# its replay command).
+# its replay command); TAKEOVER_DAYS simulated 26-hour days of two replicas
+# taking over from each other every few minutes (about 20 s each).
 MERGE_SEEDS ?= 20000
 MERGE_FIRST ?= 1
+TAKEOVER_DAYS ?= 20
 merge-sim:
 	$(GO) test -count=1 -timeout=0 -run 'TestBudgetMergeSimulation|TestSessionsMergeSimulation|TestWaitsMergeSimulation' ./poller ./plenty -args -merge-sim-seeds=$(MERGE_SEEDS) -merge-sim-first=$(MERGE_FIRST)
+	$(GO) test -count=1 -timeout=0 -run TestBudgetTakeoverDaySimulation ./poller -args -takeover-day-seeds=$(TAKEOVER_DAYS) -takeover-day-first=$(MERGE_FIRST) -takeover-day-hours=26
 
 # The fault suite at full length: the real binary under kill -9 (50 cycles),
 # a 30 s NATS outage, tight limits and 429 storms, garbage responses, short

@@ -44,12 +44,19 @@ func TestSessionsMergeSimulation(t *testing.T) {
 func sessionsMergeSeed(seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, 0x73657373))
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	// Every session has its own end (distinct to the nanosecond), past or
-	// still to come.
+	// Every session has its own end, past or still to come, more than
+	// copySlack from any other's (two copies of a session no client is
+	// named for differ by less: joinEnds), and distinct to the nanosecond.
 	n := 0
+	used := map[int]bool{}
 	session := func() time.Time {
 		n++
-		return now.Add(time.Duration(rng.IntN(4*3600)-3600)*time.Second + time.Duration(n))
+		k := rng.IntN(4*1200) - 1200
+		for used[k] {
+			k = rng.IntN(4*1200) - 1200
+		}
+		used[k] = true
+		return now.Add(time.Duration(k)*(copySlack+time.Second) + time.Duration(n))
 	}
 	clients := []string{"a1", "b2", "c3"}
 	versions := map[string][]sessionsOf{}
@@ -124,15 +131,15 @@ func sessionsMergeSeed(seed uint64) error {
 		if other := sessionsLive(again, now); !slices.EqualFunc(other, got, time.Time.Equal) {
 			return fmt.Errorf("pair %d: merged %s, merged again with %s: %v, was %v", pair, m, rg, other, got)
 		}
+		// The merge read back by another replica (moved by a few
+		// milliseconds) and merged into it: every session counted once.
+		shifted, _ := ShiftSessions(m, time.Duration(1+rng.IntN(50))*time.Millisecond)
+		back, _ := MergeSessions(m, shifted, now)
+		if other := sessionsLive(back, now); len(other) != len(got) {
+			return fmt.Errorf("pair %d: merged %s, merged with its copy moved by milliseconds: %v, was %v", pair, m, other, got)
+		}
 	}
 	return nil
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 // sessionsLive is every end after now a record counts, sorted.

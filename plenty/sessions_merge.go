@@ -55,7 +55,7 @@ func MergeSessions(own, group json.RawMessage, now time.Time) (json.RawMessage, 
 	}
 	out.UnsureEnds = liveEnds(o.UnsureEnds, now)
 	if o.Owner == "" && g.Owner == "" {
-		out.UnsureEnds = liveEnds(append(slices.Clone(o.UnsureEnds), g.UnsureEnds...), now)
+		out.UnsureEnds = joinEnds(out.UnsureEnds, liveEnds(g.UnsureEnds, now))
 	}
 	out.Others = mergeOthers(o, g, now)
 	if out.Limit <= 0 {
@@ -81,33 +81,80 @@ const unnamedClient = "unnamed"
 // and the sessions of no named client joined (unnamedClient).
 func mergeOthers(o, g guardRecord, now time.Time) map[string]sessionsOf {
 	out := map[string]sessionsOf{}
-	var unnamed sessionsOf
-	join := func(s sessionsOf) {
-		unnamed.Ends = append(unnamed.Ends, s.Ends...)
-		if s.SavedAt.After(unnamed.SavedAt) {
-			unnamed.SavedAt = s.SavedAt
-		}
-	}
 	for _, r := range []guardRecord{o, g} {
 		for k, s := range r.clients() {
-			switch {
-			case k == unnamedClient:
-				join(s)
-			case k != o.Owner || o.Owner == "":
+			if k != unnamedClient && (k != o.Owner || o.Owner == "") {
 				noteOthers(out, k, s, now)
 			}
 		}
 	}
+	mine, theirs := o.Others[unnamedClient], g.Others[unnamedClient]
 	if o.Owner != "" && g.Owner == "" {
-		join(sessionsOf{Ends: g.UnsureEnds, SavedAt: g.SavedAt})
+		theirs.Ends = append(slices.Clone(theirs.Ends), g.UnsureEnds...)
+		theirs.SavedAt = later(theirs.SavedAt, g.SavedAt)
 	}
-	if ends := liveEnds(unnamed.Ends, now); len(ends) > 0 {
-		out[unnamedClient] = sessionsOf{Ends: ends, SavedAt: unnamed.SavedAt}
+	// A session a named client lists (its writer's own record of an
+	// earlier version, restored by this version's client as its own) is
+	// that client's: counted once.
+	var named []time.Time
+	if o.Owner != "" {
+		named = append(named, o.UnsureEnds...)
+	}
+	for _, s := range out {
+		named = append(named, s.Ends...)
+	}
+	ends := joinEnds(liveEnds(mine.Ends, now), liveEnds(theirs.Ends, now))
+	ends = slices.DeleteFunc(ends, func(end time.Time) bool {
+		return slices.ContainsFunc(named, func(n time.Time) bool { return n.Sub(end).Abs() <= copySlack })
+	})
+	if len(ends) > 0 {
+		out[unnamedClient] = sessionsOf{Ends: ends, SavedAt: later(mine.SavedAt, theirs.SavedAt)}
 	}
 	if len(out) == 0 {
 		return nil
 	}
 	return out
+}
+
+// copySlack is how far apart the ends of one session may be in two copies
+// of a record that names no client for it (unnamedClient's): each read of
+// the group's record moves it onto the reader's clock by a bound of the
+// clocks' difference, a few milliseconds off each time, and a copy that
+// came back through another replica differs from the one it left by the
+// sum. Seconds above that, and below the login spacing (5 s by default)
+// that parts two logins of one client.
+const copySlack = 2 * time.Second
+
+// joinEnds is the sessions of two copies of a list that names no client
+// (mine and theirs, each with its ends once): each end of theirs within
+// copySlack of one of mine not yet matched is that session (the later
+// end kept: never shorter), the others are added. Ends of one list are
+// never taken for one session (sessions of different clients may end
+// within copySlack of each other).
+func joinEnds(mine, theirs []time.Time) []time.Time {
+	out := slices.SortedFunc(slices.Values(mine), time.Time.Compare)
+	n := len(out)
+	matched := make([]bool, n)
+	for _, end := range slices.SortedFunc(slices.Values(theirs), time.Time.Compare) {
+		i := slices.IndexFunc(out[:n], func(e time.Time) bool { return e.Sub(end).Abs() <= copySlack })
+		for i >= 0 && i < n && matched[i] {
+			i++ // sorted: the next of mine may still be within copySlack
+		}
+		if i < 0 || i >= n || out[i].Sub(end).Abs() > copySlack {
+			out = append(out, end)
+			continue
+		}
+		matched[i] = true
+		out[i] = later(out[i], end)
+	}
+	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // liveEnds is the ends after now, each once.

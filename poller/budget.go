@@ -427,7 +427,7 @@ func (b *Budget) Snapshot() BudgetState {
 // level and the costs of a record are clamped (see below).
 func (b *Budget) Restore(s BudgetState, now time.Time) {
 	b.costs = nil
-	b.restoreSpent(s.Spent, now)
+	b.restoreSpent(s.Spent)
 	// A fact about the reads made, in the service's time: the read ledger
 	// checks it against the service's evidence, never the local clock.
 	b.checked = s.Checked

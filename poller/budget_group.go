@@ -67,11 +67,14 @@ func (b *Budget) spentSince(at time.Time) map[string]Spend {
 }
 
 // restoreSpent continues the counts of a record: they are known, its
-// level counts them.
-func (b *Budget) restoreSpent(spent map[string]Spend, now time.Time) {
+// level counts them. Every count the record kept is known, however old at
+// now: a count left out here would be taken again by absorb from a group's
+// record that still lists it (the horizon is reckoned from the time of the
+// record that lists it: spentSince drops it from the next save).
+func (b *Budget) restoreSpent(spent map[string]Spend) {
 	b.spent = map[string]Spend{}
 	for k, s := range spent {
-		if k != b.id && s.Calls > 0 && !s.At.Before(now.Add(-spentHorizon)) {
+		if k != b.id && s.Calls > 0 {
 			b.spent[k] = s
 		}
 	}
@@ -119,9 +122,9 @@ func (b *Budget) absorb() {
 		b.spent = map[string]Spend{}
 	}
 	for k, s := range counts {
-		have := b.spent[k]
-		if k == b.id || s.Calls <= have.Calls {
-			continue
+		have, known := b.spent[k]
+		if k == b.id || s.Calls <= have.Calls || (!known && s.At.Before(b.at.Add(-spentHorizon))) {
+			continue // as mergeSpent: a count unknown past the horizon was paid back
 		}
 		if b.limit > 0 {
 			b.level -= float64(s.Calls - have.Calls)

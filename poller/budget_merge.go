@@ -43,7 +43,7 @@ func ShiftBudget(raw json.RawMessage, d time.Duration) (json.RawMessage, error) 
 // refill between the two times, which a full bucket never held: a refund
 // (two levels measured at one time merge to the lower). A record without
 // counts (an earlier version's, or a budget that took none) merges to the
-// lower level with its counts, as measured at the later time. A group's
+// lower level, as measured at the later time, with the other's counts. A group's
 // record that does not decode is an error (the caller keeps its own).
 func MergeBudget(own, group json.RawMessage, newer bool) (json.RawMessage, error) {
 	var g, o BudgetState
@@ -78,14 +78,16 @@ func mergeLevels(o, g BudgetState) (float64, time.Time, map[string]Spend) {
 		return base
 	}
 	if len(o.Spent) == 0 || len(g.Spent) == 0 {
-		// The lower level with its own counts only: its level need not
-		// count the other's (a count it held but did not take would be
-		// taken by no later merge).
-		low := o
-		if g.Level < o.Level {
-			low = g
+		// The lower level, with the counts of the record that has them:
+		// at most that record's level, which counts them. Without them
+		// (the lower's own, none), the level of a record without counts
+		// (an earlier version's) stood at every later merge, its debt
+		// restored by every takeover for good.
+		spent := o.Spent
+		if len(spent) == 0 {
+			spent = g.Spent
 		}
-		return low.Level, later(o.At, g.At), low.Spent
+		return min(o.Level, g.Level), later(o.At, g.At), spent
 	}
 	switch {
 	case o.At.After(g.At):
