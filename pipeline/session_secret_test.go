@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,8 @@ type tokenTap struct {
 	sim    *plentysim.Server
 	mu     sync.Mutex
 	tokens map[string]bool
+	// onLogin, when set, runs after each login's answer is written.
+	onLogin atomic.Pointer[func()]
 }
 
 func (tp *tokenTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -54,6 +57,10 @@ func (tp *tokenTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(rec.Code)
 	_, _ = w.Write(rec.Body.Bytes())
+	if f := tp.onLogin.Load(); f != nil && r.URL.Path == "/rest/login" {
+		w.(http.Flusher).Flush()
+		(*f)()
+	}
 }
 
 func (tp *tokenTap) seen() []string {
@@ -177,5 +184,48 @@ func TestSessionTokensStayOutOfLogsAndNATS(t *testing.T) {
 	}
 	if found := natsHolds(t, url, secrets); len(found) > 0 {
 		t.Errorf("NATS holds tokens in clear: %v", found)
+	}
+}
+
+// TestKilledInsideALoginThenRestarted: the service ends the active r0's
+// session; r0 logs in again and is killed as the login's answer arrives
+// (its state file may keep the new token while the group's limits never
+// get its sealed copy). r1 takes over: with the ended session it is
+// refused once and logs in (allowed: one login more); r0, started again
+// on its state file, stands by, and takes the shop back when r1 dies: it
+// goes on with the group's session, no login, no loop, no session-limit
+// refusal.
+func TestKilledInsideALoginThenRestarted(t *testing.T) {
+	sim, tap, srvURL, url, sweeps := tappedShop(t, 24*time.Hour)
+	cfg0 := testConfig(t, srvURL, url)
+	var logs0, logs1, logs2 e2e.LockedBuffer
+	r0 := runLogged(t, cfg0, "r0", &logs0)
+	testnats.WaitFor(t, "r0 active", 60*time.Second, r0.w.Working)
+	sweeps("r0", 3)
+	r1 := runLogged(t, testConfig(t, srvURL, url), "r1", &logs1)
+	testnats.WaitFor(t, "r1 a standby", 60*time.Second, func() bool { return r1.w.rep.Report().Holder != "" })
+	killed := make(chan struct{})
+	var once sync.Once
+	kill := func() { once.Do(func() { go func() { r0.kill(); close(killed) }() }) }
+	tap.onLogin.Store(&kill)
+	sim.ExpireSessions()
+	<-killed
+	tap.onLogin.Store(nil)
+	testnats.WaitFor(t, "r1 active", 60*time.Second, r1.w.Working)
+	sweeps("r1", 3)
+	r0b := runLogged(t, cfg0, "r0", &logs2)
+	testnats.WaitFor(t, "r0 a standby again", 60*time.Second, func() bool { return r0b.w.rep.Report().Holder != "" })
+	sweeps("r1", 2)
+	s := sim.Stats()
+	r1.kill()
+	testnats.WaitFor(t, "r0 active again", 60*time.Second, r0b.w.Working)
+	sweeps("r0", 5)
+	e := sim.Stats()
+	t.Logf("logins %d (%d before r0's return), 401s %d (%d), session-limit 429s %d", e.LoginCalls, s.LoginCalls, e.Unauthorized401, s.Unauthorized401, e.SessionLimit429)
+	if s.LoginCalls > 3 || e.LoginCalls != s.LoginCalls || e.SessionLimit429 != 0 {
+		t.Errorf("%d logins before r0's return (want at most 3), %d after, %d session-limit 429s", s.LoginCalls, e.LoginCalls, e.SessionLimit429)
+	}
+	if e.Unauthorized401 != s.Unauthorized401 {
+		t.Errorf("r0, back, used a stale session: %d 401s more", e.Unauthorized401-s.Unauthorized401)
 	}
 }
