@@ -3,9 +3,11 @@ package replica_test
 import (
 	"bytes"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/replica"
@@ -135,4 +137,43 @@ func TestAWaitHoldsThroughABucketDeletionAndARestart(t *testing.T) {
 	if at := time.Unix(0, firstCall.Load()); at.Before(until) {
 		t.Errorf("the shop was called at %v, inside the wait (until %v)", at, until)
 	}
+}
+
+// TestTheCheckpointLookReadsOncePerCheckpointEvery: while the active a
+// sweeps no more (a wait), its look reads the group's checkpoint key at
+// most once per CheckpointEvery (the cost of a fleet of shops in a wait:
+// one read per shop and period, 1 s apart at least), and does read it.
+func TestTheCheckpointLookReadsOncePerCheckpointEvery(t *testing.T) {
+	g := newGroup(t)
+	const every = 250 * time.Millisecond
+	g.configure = func(_ string, c *replica.Config) { c.CheckpointEvery = every }
+	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	nc, err := nats.Connect(g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var reads atomic.Int64
+	count := func(m *nats.Msg) {
+		if strings.HasSuffix(m.Subject, "."+g.key) || strings.Contains(string(m.Data), `.`+g.key+`"`) {
+			reads.Add(1)
+		}
+	}
+	for _, subj := range []string{"$JS.API.DIRECT.GET.>", "$JS.API.STREAM.MSG.GET.>"} {
+		if _, err := nc.Subscribe(subj, count); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const window = 3 * time.Second
+	time.Sleep(window)
+	n := reads.Load()
+	t.Logf("%d reads of the checkpoint key in %v (CheckpointEvery %v)", n, window, every)
+	period := max(every, time.Second) // the look is 1 s apart at least
+	if n < 1 || n > int64(window/period)+2 {
+		t.Errorf("%d reads of the checkpoint key in %v, want 1 to %d", n, window, window/period+2)
+	}
+	_ = a
 }
