@@ -140,8 +140,8 @@ func TestAWaitHoldsThroughABucketDeletionAndARestart(t *testing.T) {
 }
 
 // TestTheCheckpointLookReadsOncePerCheckpointEvery: while the active a
-// sweeps no more (a wait), its look reads the group's checkpoint key at
-// most once per CheckpointEvery (the cost of a fleet of shops in a wait:
+// sweeps no more (a wait), its look reads the group's keys (limits, and
+// the checkpoint only when they are gone) once per CheckpointEvery at most (the cost of a fleet of shops in a wait:
 // one read per shop and period, 1 s apart at least), and does read it.
 func TestTheCheckpointLookReadsOncePerCheckpointEvery(t *testing.T) {
 	g := newGroup(t)
@@ -155,8 +155,10 @@ func TestTheCheckpointLookReadsOncePerCheckpointEvery(t *testing.T) {
 	defer nc.Close()
 	var reads atomic.Int64
 	count := func(m *nats.Msg) {
-		if strings.HasSuffix(m.Subject, "."+g.key) || strings.Contains(string(m.Data), `.`+g.key+`"`) {
-			reads.Add(1)
+		for _, k := range []string{g.key, g.key + ".limits"} {
+			if strings.HasSuffix(m.Subject, "."+k) || strings.Contains(string(m.Data), `.`+k+`"`) {
+				reads.Add(1)
+			}
 		}
 	}
 	for _, subj := range []string{"$JS.API.DIRECT.GET.>", "$JS.API.STREAM.MSG.GET.>"} {
@@ -170,10 +172,61 @@ func TestTheCheckpointLookReadsOncePerCheckpointEvery(t *testing.T) {
 	const window = 3 * time.Second
 	time.Sleep(window)
 	n := reads.Load()
-	t.Logf("%d reads of the checkpoint key in %v (CheckpointEvery %v)", n, window, every)
+	t.Logf("%d reads of the group's keys in %v (CheckpointEvery %v)", n, window, every)
 	period := max(every, time.Second) // the look is 1 s apart at least
 	if n < 1 || n > int64(window/period)+2 {
-		t.Errorf("%d reads of the checkpoint key in %v, want 1 to %d", n, window, window/period+2)
+		t.Errorf("%d reads of the group's keys in %v, want 1 to %d", n, window, window/period+2)
 	}
 	_ = a
+}
+
+// TestAWaitHoldsWhenTheBucketComesBackWithAnOlderCheckpoint: the active a
+// is in a long wait the service asked for (saved through Records, as its
+// pacer does) when the checkpoint bucket is deleted and created again
+// with an older checkpoint of the group's (a restore): the checkpoint is
+// there, the group's limits are not. b starts (a new pod) and takes over
+// after a's kill within the wait: it must make no call before the wait
+// ends.
+func TestAWaitHoldsWhenTheBucketComesBackWithAnOlderCheckpoint(t *testing.T) {
+	g := newGroup(t)
+	g.configure = func(_ string, c *replica.Config) { c.CheckpointEvery = time.Second }
+	srv, firstCall := shopFirstCall(t)
+	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	kv, err := g.js.KeyValue(t.Context(), g.bucket+"_checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := kv.Get(t.Context(), g.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(10 * time.Second)
+	wait := plenty.Wait{Until: until, Reason: plenty.WaitThrottled, Why: "429 with Retry-After: 10", Measured: time.Now(), Announced: 10 * time.Second}
+	if err := plenty.SaveWait(a.rep.Records(a.store), wait); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the wait in the group's limits", func() bool {
+		e, err := kv.Get(t.Context(), g.key+".limits")
+		return err == nil && strings.Contains(string(e.Value()), "Retry-After: 10")
+	})
+	if err := g.js.DeleteKeyValue(t.Context(), g.bucket+"_checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	kv, err = lease.CheckpointBucket(t.Context(), g.js, g.bucket+"_checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), g.key, old.Value()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // two looks of a's
+	pending := make(chan plenty.Wait, 1)
+	b := g.start("b", callingPipeline(t, srv.URL, pending))
+	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
+	a.kill()
+	waitFor(t, "b active", b.working)
+	waitFor(t, "b's first call", func() bool { return firstCall.Load() != 0 })
+	if at := time.Unix(0, firstCall.Load()); at.Before(until) {
+		t.Errorf("b called the shop at %v, inside a's wait (until %v): the group's limits were not written again", at.Format(time.StampMilli), until.Format(time.StampMilli))
+	}
 }

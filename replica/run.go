@@ -230,12 +230,9 @@ func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 			case <-r.swept:
 				swept = r.now()
 			case <-look.C:
-				if r.now().Sub(swept) < r.cfg.CheckpointEvery || !r.checkpointGone(ctx) {
+				if r.now().Sub(swept) < r.cfg.CheckpointEvery || !r.lookGone(ctx) {
 					continue
 				}
-				r.log.Warn("the group's checkpoint is gone (its bucket deleted or created again): written again from this replica's state file, with the group's limits")
-				r.fresh.Store(true)
-				r.pokeLimits()
 			}
 			added, due := r.checkpointDue(last)
 			if !due {
@@ -258,12 +255,39 @@ func (r *Replica) startCheckpoints(ctx context.Context) (stop func()) {
 	})
 }
 
-// checkpointGone says whether the group's checkpoint key is missing (an
+// lookGone is the checkpoint loop's look: it says whether the group's
+// checkpoint is gone (to be written again from the state file at once,
+// with the group's limits). The group's limits are read first (one read
+// while they are there, as after every write of an active): gone while
+// the checkpoint is there (the bucket created again with a checkpoint
+// only, a restore, the key deleted), they are written again alone (the
+// checkpoint that is there is the next sweep's to replace); without,
+// a successor in the wait took over with the checkpoint's records, the
+// wait missing.
+func (r *Replica) lookGone(ctx context.Context) bool {
+	limits := len(r.cfg.Limits) > 0
+	if limits && !r.keyGone(ctx, r.limitsKey()) {
+		return false
+	}
+	if r.keyGone(ctx, r.Key()) {
+		r.log.Warn("the group's checkpoint is gone (its bucket deleted or created again): written again from this replica's state file, with the group's limits")
+		r.fresh.Store(true)
+		r.pokeLimits()
+		return true
+	}
+	if limits {
+		r.log.Warn("the group's limits are gone (their key deleted, or the bucket created again without them): written again from this replica's state file")
+		r.pokeLimits()
+	}
+	return false
+}
+
+// keyGone says whether key is missing from the checkpoint bucket (an
 // error reading it: not known to be).
-func (r *Replica) checkpointGone(ctx context.Context) bool {
+func (r *Replica) keyGone(ctx context.Context, key string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err := r.ckv.Get(ctx, r.Key())
+	_, err := r.ckv.Get(ctx, key)
 	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
 }
 
