@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -89,20 +88,10 @@ func tappedShop(t *testing.T, ttl time.Duration) (*plentysim.Server, *tokenTap, 
 	return sim, tap, srv.URL, testnats.Start(t).ClientURL(), sweeps
 }
 
-// runLogged is runReplicaWith logging at debug level into logs.
+// runLogged is runReplica logging at debug level into logs.
 func runLogged(t *testing.T, cfg *Config, instance string, logs *e2e.LockedBuffer) *replicaRun {
 	t.Helper()
-	cfg.Lease, cfg.InstanceID = true, instance
-	w, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Replica: replica.Tuning{Tick: 50 * time.Millisecond, Retry: 50 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &replicaRun{w: w, stop: cancel, done: make(chan struct{})}
-	go func() { defer close(r.done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-r.done })
-	return r
+	return runReplicaLogged(t, cfg, instance, replica.Tuning{}, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 }
 
 // natsHolds returns what of secrets any message of any stream on the

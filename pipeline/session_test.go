@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -36,9 +37,15 @@ func runReplica(t *testing.T, cfg *Config, instance string) *replicaRun {
 // 50 ms unless set).
 func runReplicaWith(t *testing.T, cfg *Config, instance string, tuning replica.Tuning) *replicaRun {
 	t.Helper()
+	return runReplicaLogged(t, cfg, instance, tuning, quiet())
+}
+
+// runReplicaLogged is runReplicaWith logging to log.
+func runReplicaLogged(t *testing.T, cfg *Config, instance string, tuning replica.Tuning, log *slog.Logger) *replicaRun {
+	t.Helper()
 	cfg.Lease, cfg.InstanceID = true, instance
 	tuning.Tick, tuning.Retry = cmp.Or(tuning.Tick, 50*time.Millisecond), cmp.Or(tuning.Retry, 50*time.Millisecond)
-	w, err := New(cfg, Options{Logger: quiet(), Replica: tuning})
+	w, err := New(cfg, Options{Logger: log, Replica: tuning})
 	if err != nil {
 		t.Fatal(err)
 	}

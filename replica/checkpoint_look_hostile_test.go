@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/orderwatch/orderwatch/lease"
 	"github.com/orderwatch/orderwatch/plenty"
 	"github.com/orderwatch/orderwatch/replica"
@@ -66,27 +67,11 @@ func TestTheCheckpointLookLeavesACheckpointThatIsThere(t *testing.T) {
 	g.configure = func(_ string, c *replica.Config) { c.CheckpointEvery = 300 * time.Millisecond }
 	wm := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	a := g.activeWithCheckpoint(&pipeline{}, wm)
-	kv, err := g.js.KeyValue(t.Context(), g.bucket+"_checkpoint")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := kv.Get(t.Context(), g.key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv, old := g.checkpointEntry()
 	time.Sleep(400 * time.Millisecond) // past CheckpointEvery: the next sweep's checkpoint is due
 	g.advance(a, wm.Add(time.Minute))
-	if err := g.js.DeleteKeyValue(t.Context(), g.bucket+"_checkpoint"); err != nil {
-		t.Fatal(err)
-	}
-	kv, err = lease.CheckpointBucket(t.Context(), g.js, g.bucket+"_checkpoint")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Put(t.Context(), g.key, old.Value()); err != nil {
-		t.Fatal(err)
-	}
-	// Absence over ten looks (no event tells that a look found the key).
+	kv = g.restoreCheckpointBucket(old.Value())
+	// Absence over three looks (no event tells that a look found the key).
 	time.Sleep(3 * time.Second)
 	e, err := kv.Get(t.Context(), g.key)
 	if err != nil || !bytes.Equal(e.Value(), old.Value()) || e.Revision() != 1 {
@@ -192,14 +177,7 @@ func TestAWaitHoldsWhenTheBucketComesBackWithAnOlderCheckpoint(t *testing.T) {
 	g.configure = func(_ string, c *replica.Config) { c.CheckpointEvery = time.Second }
 	srv, firstCall := shopFirstCall(t)
 	a := g.activeWithCheckpoint(&pipeline{}, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
-	kv, err := g.js.KeyValue(t.Context(), g.bucket+"_checkpoint")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := kv.Get(t.Context(), g.key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv, old := g.checkpointEntry()
 	until := time.Now().Add(10 * time.Second)
 	wait := plenty.Wait{Until: until, Reason: plenty.WaitThrottled, Why: "429 with Retry-After: 10", Measured: time.Now(), Announced: 10 * time.Second}
 	if err := plenty.SaveWait(a.rep.Records(a.store), wait); err != nil {
@@ -209,16 +187,7 @@ func TestAWaitHoldsWhenTheBucketComesBackWithAnOlderCheckpoint(t *testing.T) {
 		e, err := kv.Get(t.Context(), g.key+".limits")
 		return err == nil && strings.Contains(string(e.Value()), "Retry-After: 10")
 	})
-	if err := g.js.DeleteKeyValue(t.Context(), g.bucket+"_checkpoint"); err != nil {
-		t.Fatal(err)
-	}
-	kv, err = lease.CheckpointBucket(t.Context(), g.js, g.bucket+"_checkpoint")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Put(t.Context(), g.key, old.Value()); err != nil {
-		t.Fatal(err)
-	}
+	kv = g.restoreCheckpointBucket(old.Value())
 	time.Sleep(2500 * time.Millisecond) // two looks of a's
 	pending := make(chan plenty.Wait, 1)
 	b := g.start("b", callingPipeline(t, srv.URL, pending))
@@ -229,4 +198,35 @@ func TestAWaitHoldsWhenTheBucketComesBackWithAnOlderCheckpoint(t *testing.T) {
 	if at := time.Unix(0, firstCall.Load()); at.Before(until) {
 		t.Errorf("b called the shop at %v, inside a's wait (until %v): the group's limits were not written again", at.Format(time.StampMilli), until.Format(time.StampMilli))
 	}
+}
+
+// restoreCheckpointBucket deletes the group's checkpoint bucket and
+// creates it again holding only the checkpoint cp (a restore).
+func (g *group) restoreCheckpointBucket(cp []byte) jetstream.KeyValue {
+	g.t.Helper()
+	if err := g.js.DeleteKeyValue(g.t.Context(), g.bucket+"_checkpoint"); err != nil {
+		g.t.Fatal(err)
+	}
+	kv, err := lease.CheckpointBucket(g.t.Context(), g.js, g.bucket+"_checkpoint")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if _, err := kv.Put(g.t.Context(), g.key, cp); err != nil {
+		g.t.Fatal(err)
+	}
+	return kv
+}
+
+// checkpointEntry is the checkpoint bucket and the group's checkpoint in it.
+func (g *group) checkpointEntry() (jetstream.KeyValue, jetstream.KeyValueEntry) {
+	g.t.Helper()
+	kv, err := g.js.KeyValue(g.t.Context(), g.bucket+"_checkpoint")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	e, err := kv.Get(g.t.Context(), g.key)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return kv, e
 }
