@@ -88,9 +88,11 @@ func tappedShop(t *testing.T, ttl time.Duration) (*plentysim.Server, *tokenTap, 
 	return sim, tap, srv.URL, testnats.Start(t).ClientURL(), sweeps
 }
 
-// runLogged is runReplica logging at debug level into logs.
+// runLogged is runReplica logging at debug level into logs, with a lease
+// of 4 s (takeovers within seconds).
 func runLogged(t *testing.T, cfg *Config, instance string, logs *e2e.LockedBuffer) *replicaRun {
 	t.Helper()
+	cfg.LeaseTTL = 4 * time.Second
 	return runReplicaLogged(t, cfg, instance, replica.Tuning{}, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 }
 
@@ -130,7 +132,7 @@ func natsHolds(t *testing.T, url string, secrets []string) []string {
 }
 
 // TestSessionTokensStayOutOfLogsAndNATS: two replicas of a shop whose
-// sessions last 20 s (renewed every 10 s), the service ending the session
+// sessions last 10 s (renewed every 5 s), the service ending the session
 // once (a login again), the active killed right after a renewal and the
 // standby taking over: no access or refresh token the service handed out
 // appears in either replica's log (debug level) or in any message NATS
@@ -139,7 +141,7 @@ func natsHolds(t *testing.T, url string, secrets []string) []string {
 // renewal costs at most one login, with no loop: the successor's calls
 // go on with no further login.
 func TestSessionTokensStayOutOfLogsAndNATS(t *testing.T) {
-	sim, tap, srvURL, url, sweeps := tappedShop(t, 20*time.Second)
+	sim, tap, srvURL, url, sweeps := tappedShop(t, 10*time.Second)
 	var logs0, logs1 e2e.LockedBuffer
 	r0 := runLogged(t, testConfig(t, srvURL, url), "r0", &logs0)
 	testnats.WaitFor(t, "r0 active", 60*time.Second, r0.w.Working)
@@ -152,9 +154,9 @@ func TestSessionTokensStayOutOfLogsAndNATS(t *testing.T) {
 	testnats.WaitForEvery(t, "r0's renewal", 60*time.Second, time.Millisecond, func() bool { return sim.Stats().RefreshCalls > refreshes })
 	r0.kill() // right after the renewal's answer: the group may hold the session's tokens before it
 	testnats.WaitFor(t, "r1 active", 60*time.Second, r1.w.Working)
-	sweeps("r1", 3)
+	sweeps("r1", 2)
 	logins := sim.Stats().LoginCalls
-	sweeps("r1", 5)
+	sweeps("r1", 3)
 	s := sim.Stats()
 	t.Logf("logins %d (2 before the kill), refreshes %d, 401s %d, session-limit 429s %d", s.LoginCalls, s.RefreshCalls, s.Unauthorized401, s.SessionLimit429)
 	if s.LoginCalls > 3 || s.LoginCalls != logins || s.SessionLimit429 != 0 {
