@@ -190,7 +190,12 @@ func TestAWaitHoldsWhenTheBucketComesBackWithAnOlderCheckpoint(t *testing.T) {
 		return err == nil && strings.Contains(string(e.Value()), "Retry-After: 10")
 	})
 	kv = g.restoreCheckpointBucket(old.Value())
-	time.Sleep(2500 * time.Millisecond) // two looks of a's
+	// a's look writes the limits again (on a loaded machine not within a
+	// fixed time: waited for, not slept).
+	waitFor(t, "a's look to write the group's limits again", func() bool {
+		e, err := kv.Get(t.Context(), g.key+".limits")
+		return err == nil && strings.Contains(string(e.Value()), "Retry-After: 10")
+	})
 	pending := make(chan plenty.Wait, 1)
 	b := g.start("b", callingPipeline(t, srv.URL, pending))
 	waitFor(t, "b mirroring", func() bool { return b.rep.Status().Mirroring })
